@@ -1,0 +1,32 @@
+# Each target builds .venv from pyproject.toml on a fresh machine; nothing is assumed installed but python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { \
+		echo "python3 -m venv failed; installing python3-venv"; \
+		apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lousho demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check lousho tests benchmarks
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/perf/ingest.py
+	$(BIN)/python benchmarks/perf/query.py
+
+clean:
+	rm -rf $(VENV) .lousho .pytest_cache .ruff_cache

@@ -1,0 +1,3 @@
+from lousho.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""agent: the reference tool-calling agent."""

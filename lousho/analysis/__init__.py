@@ -1,0 +1,1 @@
+"""analysis: runs and cases as Polars frames, statistics with exact operating characteristics."""

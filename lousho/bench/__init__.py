@@ -1,0 +1,1 @@
+"""bench: benchmarks that ship with the package."""

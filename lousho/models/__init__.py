@@ -1,0 +1,1 @@
+"""models: OpenAI-compatible chat client, provider error taxonomy, the scripted model server."""

@@ -1,0 +1,199 @@
+"""CLI of the observe part: ``lousho observe``, ``lousho sql``, ``lousho runs``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import polars as pl
+from rich.console import Console
+from rich.tree import Tree
+
+from lousho.observe.client import DaemonClient, StoreClient, connect
+from lousho.observe.config import MIB, DaemonConfig
+from lousho.observe.errors import DaemonUnreachable, RunNotFound
+from lousho.observe.render import print_frame
+
+DEFAULT_URL = "http://127.0.0.1:4318"
+DEFAULT_DB = Path(".lousho/observe.duckdb")
+
+
+@click.command()
+@click.option("--db", type=click.Path(path_type=Path), default=DEFAULT_DB, show_default=True,
+              help="DuckDB file the daemon owns (created if missing).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback needs --token.")
+@click.option("--port", type=int, default=4318, show_default=True, help="OTLP/HTTP and SQL port.")
+@click.option("--grpc-port", type=int, default=4317, show_default=True,
+              help="OTLP/gRPC port; -1 to disable.")
+@click.option("--token", envvar="LOUSHO_TOKEN", default=None,
+              help="Bearer token every endpoint but /healthz requires [env LOUSHO_TOKEN].")
+@click.option("--max-body-mib", type=int, default=64, show_default=True,
+              help="Request body limit, after decompression (413 above it).")
+@click.option("--queue-mib", type=int, default=256, show_default=True,
+              help="Admission queue: bytes waiting for the writer before 503 + Retry-After.")
+@click.option("--sql-timeout", type=float, default=30.0, show_default=True,
+              help="Seconds before a SQL query is stopped.")
+@click.option("--commit-delay", type=float, default=0.0, hidden=True,
+              help="Fault point: pause before each commit (backpressure tests and demos).")
+def observe(
+    db: Path, host: str, port: int, grpc_port: int, token: str | None, max_body_mib: int,
+    queue_mib: int, sql_timeout: float, commit_delay: float,
+) -> None:
+    """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
+    from lousho.observe.daemon import serve
+
+    config = DaemonConfig(
+        db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
+        token=token, max_body_bytes=max_body_mib * MIB, queue_bytes=queue_mib * MIB,
+        sql_timeout_s=sql_timeout, commit_delay_s=commit_delay,
+    )
+    serve(config, announce=lambda line: click.echo(line))
+
+
+def target_options(fn: Any) -> Any:
+    fn = click.option("--token", envvar="LOUSHO_TOKEN", default=None,
+                      help="The daemon's bearer token [env LOUSHO_TOKEN].")(fn)
+    fn = click.option("--db", type=click.Path(path_type=Path), envvar="LOUSHO_DB", default=None,
+                      help="Read this store file directly (read-only) [env LOUSHO_DB].")(fn)
+    fn = click.option("--url", envvar="LOUSHO_URL", default=None,
+                      help=f"The daemon's address (default {DEFAULT_URL}) [env LOUSHO_URL].")(fn)
+    return fn
+
+
+def open_store(url: str | None, db: Path | None, token: str | None) -> StoreClient:
+    """The daemon when it answers; else the default store file, read-only."""
+    if url and db:
+        raise click.UsageError("give --url or --db, not both")
+    if db is not None:
+        return connect(db)
+    if url is not None:
+        return connect(url, token=token)
+    client = DaemonClient(DEFAULT_URL, token=token)
+    if client.healthy():
+        return client
+    if DEFAULT_DB.exists():
+        return connect(DEFAULT_DB)
+    raise DaemonUnreachable(f"no daemon answers at {DEFAULT_URL} and there is no {DEFAULT_DB}")
+
+
+def _format(as_json: bool, as_csv: bool) -> str:
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    return "json" if as_json else "csv" if as_csv else "table"
+
+
+@click.command()
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of row objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
+@click.argument("query")
+def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_csv: bool,
+        query: str) -> None:
+    """Run one read-only SQL query over the store (tables spans, scores; view runs)."""
+    fmt = _format(as_json, as_csv)
+    store = open_store(url, db, token)
+    try:
+        print_frame(store.sql(query), fmt)
+    finally:
+        store.close()
+
+
+RUN_COLUMNS = (
+    "run_id, agent, harness_revision, case_id, status, passed, attempts, started_at, "
+    "duration_s, input_tokens, output_tokens, cost_usd, model_calls, tool_calls, error_type, "
+    "error_message, probe, healed_from"
+)
+
+
+@click.group(invoke_without_command=True)
+@target_options
+@click.option("--agent", default=None, help="Only this agent's runs.")
+@click.option("--failed", is_flag=True, help="Only runs that errored or failed their check.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of run objects.")
+@click.pass_context
+def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None,
+         agent: str | None, failed: bool, limit: int, as_json: bool) -> None:
+    """List runs, newest first; `lousho runs show RUN_ID` shows one."""
+    ctx.obj = {"url": url, "db": db, "token": token}
+    if ctx.invoked_subcommand is not None:
+        return
+    where, params = [], []
+    if agent is not None:
+        where.append("agent = ?")
+        params.append(agent)
+    if failed:
+        where.append("(status = 'error' OR passed = false)")
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    store = open_store(url, db, token)
+    try:
+        frame = store.sql(
+            f"SELECT {RUN_COLUMNS} FROM runs {clause} ORDER BY started_ns DESC LIMIT ?",
+            [*params, limit],
+        )
+    finally:
+        store.close()
+    if as_json:
+        print_frame(frame, "json")
+    else:
+        print_frame(frame.select("run_id", "agent", "harness_revision", "status", "passed",
+                                 "attempts", "started_at", "input_tokens", "output_tokens",
+                                 "error_type"), "table")
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="The run, its spans and scores as JSON.")
+@click.pass_context
+def runs_show(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """One run: its summary, span tree (every attempt) and scores."""
+    store = open_store(**ctx.obj)
+    try:
+        run = store.sql(f"SELECT {RUN_COLUMNS}, input, output FROM runs WHERE run_id = ?",
+                        [run_id])
+        if run.height == 0:
+            raise RunNotFound(f"no run {run_id!r} in {store.target}")
+        traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ?"
+        spans = store.sql(
+            "SELECT trace_id, span_id, parent_span_id, name, operation, status_code, "
+            "status_message, start_ns, duration_ns, input_tokens, output_tokens, tool_name, "
+            f"events FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns", [run_id])
+        scores = store.sql(
+            "SELECT trace_id, span_id, name, score_value, score_label, passed, failed_check, "
+            f"explanation FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns", [run_id])
+    finally:
+        store.close()
+    if as_json:
+        doc = {
+            "run": json.loads(run.write_json())[0],
+            "spans": json.loads(spans.write_json()) if spans.height else [],
+            "scores": json.loads(scores.write_json()) if scores.height else [],
+        }
+        click.echo(json.dumps(doc, sort_keys=True, default=str))
+        return
+    print_frame(run.drop("input", "output"), "table", title=f"run {run_id}")
+    Console(highlight=False).print(_span_tree(spans, scores))
+
+
+def _span_tree(spans: pl.DataFrame, scores: pl.DataFrame) -> Tree:
+    root = Tree("spans")
+    nodes: dict[str, Tree] = {}
+    by_span: dict[str, list[dict[str, Any]]] = {}
+    for score in scores.iter_rows(named=True):
+        by_span.setdefault(score["span_id"], []).append(score)
+    for row in spans.iter_rows(named=True):
+        parent = nodes.get(row["parent_span_id"] or "", None)
+        ms = (row["duration_ns"] or 0) / 1e6
+        label = f"{row['name']}  [{row['status_code']}] {ms:.1f} ms"
+        if row["status_message"]:
+            label += f"  {row['status_message']}"
+        node = (parent or root).add(label)
+        for score in by_span.get(row["span_id"], []):
+            verdict = {True: "pass", False: "fail"}.get(score["passed"], score["score_label"])
+            extra = f" (failed check: {score['failed_check']})" if score["failed_check"] else ""
+            node.add(f"score {score['name']} = {score['score_value']} {verdict}{extra}")
+        nodes[row["span_id"]] = node
+    return root

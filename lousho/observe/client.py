@@ -1,0 +1,127 @@
+"""``connect(target)``: one client over the daemon's SQL API or a DuckDB file, read-only.
+
+Only the daemon opens the store read-write, so while it runs everything else reads through it;
+when it does not run, the file can be opened read-only directly. Both give Polars frames.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Protocol
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from lousho.observe import sql as sql_api
+from lousho.observe.errors import (
+    DaemonUnreachable,
+    ObserveError,
+    SqlFailed,
+    SqlRefused,
+    Unauthorized,
+)
+from lousho.observe.store import open_read_only
+
+_ERRORS: dict[str, type[ObserveError]] = {
+    SqlRefused.code: SqlRefused,
+    SqlFailed.code: SqlFailed,
+    Unauthorized.code: Unauthorized,
+}
+
+
+class StoreClient(Protocol):
+    """Read access to a span store.
+
+    ``sql`` runs one read-only SELECT with ``?`` parameters and returns every row as a Polars
+    frame; it raises SqlRefused for anything that is not a read, SqlFailed when the engine cannot
+    run it, DaemonUnreachable when the daemon does not answer. Safe to call from one thread at a
+    time; open one client per thread.
+    """
+
+    target: str
+
+    def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame: ...
+
+    def close(self) -> None: ...
+
+
+class DaemonClient:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 120.0) -> None:
+        self.target = url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+
+    def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        body = json.dumps({"query": query, "params": params or []}, default=str).encode()
+        headers = {
+            "content-type": "application/json",
+            "accept": sql_api_arrow_type(),
+        }
+        if self._token:
+            headers["authorization"] = f"Bearer {self._token}"
+        request = urllib.request.Request(
+            f"{self.target}/v1/sql", data=body, headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as e:
+            raise _http_error(e) from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+            reason = getattr(e, "reason", e)
+            raise DaemonUnreachable(f"no daemon answers at {self.target} ({reason})") from None
+        table = pa.ipc.open_stream(payload).read_all()
+        return _frame(table)
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.target}/healthz", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    def close(self) -> None:
+        return None
+
+
+class FileClient:
+    def __init__(self, path: Path) -> None:
+        self.target = str(path)
+        self._con: duckdb.DuckDBPyConnection = open_read_only(path)
+
+    def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        return _frame(sql_api.run_query(self._con, query, params, max_rows=2**62).table)
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def connect(target: str | Path, *, token: str | None = None) -> StoreClient:
+    """A client for ``http(s)://host:port`` (the daemon) or a path to a store file."""
+    text = str(target)
+    if text.startswith(("http://", "https://")):
+        return DaemonClient(text, token=token)
+    return FileClient(Path(text))
+
+
+def sql_api_arrow_type() -> str:
+    return "application/vnd.apache.arrow.stream"
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _http_error(e: urllib.error.HTTPError) -> ObserveError:
+    try:
+        detail = json.loads(e.read())["error"]
+        cls = _ERRORS.get(detail["code"], ObserveError)
+        return cls(detail["message"], code=detail["code"], hint=detail.get("hint") or None)
+    except (ValueError, KeyError, TypeError):
+        return ObserveError(f"the daemon answered HTTP {e.code}")

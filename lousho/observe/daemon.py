@@ -1,0 +1,127 @@
+"""Run the observe daemon: store, writer, OTLP/HTTP + SQL on one port, OTLP/gRPC on another.
+
+SIGTERM or SIGINT: stop listening, let requests in flight finish (they wait for their commit),
+commit whatever is queued, checkpoint DuckDB, exit 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import uvicorn
+
+from lousho.observe.config import DaemonConfig
+from lousho.observe.grpc_server import start_grpc
+from lousho.observe.http_app import build_app
+from lousho.observe.metrics import Metrics
+from lousho.observe.store import SpanStore
+from lousho.observe.writer import Writer
+
+logger = logging.getLogger("lousho.observe")
+
+
+@dataclass(frozen=True)
+class Listening:
+    http_port: int
+    grpc_port: int | None
+
+    def line(self, config: DaemonConfig) -> str:
+        grpc_part = f" grpc={config.host}:{self.grpc_port}" if self.grpc_port else ""
+        return (
+            f"lousho observe ready http=http://{_url_host(config.host)}:{self.http_port}"
+            f"{grpc_part} db={config.db}"
+        )
+
+
+def serve(config: DaemonConfig, announce=print) -> None:
+    """Serve until SIGTERM/SIGINT, then drain and return. ``announce`` gets the ready line."""
+    config.validate()
+    metrics = Metrics()
+    store = SpanStore(config.db)
+    writer = Writer(
+        store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s
+    )
+    sock = _bind(config.host, config.port)
+    grpc_server = None
+    grpc_port = None
+    try:
+        if config.grpc_port is not None:
+            grpc_server, grpc_port = start_grpc(config, writer, metrics)
+        app = build_app(config, writer, metrics, store.reader)
+        server = _Server(
+            uvicorn.Config(
+                app,
+                log_level="warning",
+                lifespan="off",
+                access_log=False,
+                timeout_keep_alive=30,
+                limit_concurrency=1024,
+            )
+        )
+        listening = Listening(sock.getsockname()[1], grpc_port)
+        threading.Thread(
+            target=_announce_when_started, args=(server, listening, config, announce), daemon=True
+        ).start()
+        server.run(sockets=[sock])
+    finally:
+        if grpc_server is not None:
+            # In-flight exports finish (the writer still runs); new ones are refused.
+            grpc_server.stop(grace=10).wait()
+        writer.close()
+        store.checkpoint()
+        store.close()
+        sock.close()
+    logger.info("drained and closed %s", config.db)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, minus its re-raising of the signal after shutdown: that would kill the process
+    before the writer commits what is queued. Here SIGTERM/SIGINT mean drain and exit 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[override]
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, sig: int, frame: object) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+
+
+def _announce_when_started(
+    server: uvicorn.Server, listening: Listening, config: DaemonConfig, announce
+) -> None:
+    while not server.started and not server.should_exit:
+        time.sleep(0.01)
+    if server.started:
+        announce(listening.line(config))
+        sys.stdout.flush()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,83 @@
+"""OTLP/gRPC: ``TraceService/Export`` on its own port, with the HTTP side's semantics.
+
+The same decoder and writer; a full queue is UNAVAILABLE with a RetryInfo the OTel exporters honour,
+a malformed request INVALID_ARGUMENT, malformed spans a partial success.
+"""
+
+from __future__ import annotations
+
+import hmac
+from concurrent import futures
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from lousho.observe.config import DaemonConfig
+from lousho.observe.metrics import Metrics
+from lousho.observe.otlp_decode import decode_request
+from lousho.observe.writer import QueueFull, ShuttingDown, Writer
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, config: DaemonConfig, writer: Writer, metrics: Metrics) -> None:
+        self._config = config
+        self._writer = writer
+        self._metrics = metrics
+        self._expected = f"Bearer {config.token}".encode() if config.token else None
+
+    def Export(  # noqa: N802 - the generated service's method name
+        self,
+        request: trace_service_pb2.ExportTraceServiceRequest,
+        context: grpc.ServicerContext,
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        if self._expected is not None:
+            given = dict(context.invocation_metadata()).get("authorization", "")
+            if not hmac.compare_digest(str(given).encode(), self._expected):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        nbytes = request.ByteSize()
+        if not self._writer.has_room(nbytes):
+            self._refuse(context)
+        decoded = decode_request(request)
+        self._metrics.add(spans_rejected=decoded.rejected)
+        try:
+            future = self._writer.submit(decoded, nbytes)
+        except (QueueFull, ShuttingDown):
+            self._refuse(context)
+        try:
+            future.result()
+        except Exception as e:  # the commit failed; the client may retry
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"commit failed: {e}")
+        response = trace_service_pb2.ExportTraceServiceResponse()
+        if decoded.rejected:
+            response.partial_success.rejected_spans = decoded.rejected
+            response.partial_success.error_message = decoded.error_message()
+        return response
+
+    def _refuse(self, context: grpc.ServicerContext) -> None:
+        self._metrics.add(requests_refused_full=1)
+        info = RetryInfo(retry_delay=Duration(seconds=self._config.retry_after_s))
+        context.set_trailing_metadata((("google.rpc.retryinfo-bin", info.SerializeToString()),))
+        context.abort(grpc.StatusCode.UNAVAILABLE, "the admission queue is full; retry later")
+
+
+def start_grpc(config: DaemonConfig, writer: Writer, metrics: Metrics) -> tuple[grpc.Server, int]:
+    """Start the gRPC listener; returns the server and the port it bound (for port 0)."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="lousho-grpc"),
+        options=[
+            # grpc enforces this on the decompressed message: the OTLP size cap holds here too.
+            ("grpc.max_receive_message_length", config.max_body_bytes),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
+        _TraceService(config, writer, metrics), server
+    )
+    host = config.host if ":" not in config.host else f"[{config.host}]"
+    port = server.add_insecure_port(f"{host}:{config.grpc_port}")
+    if port == 0:
+        raise OSError(f"cannot bind gRPC on {config.host}:{config.grpc_port}")
+    server.start()
+    return server, port

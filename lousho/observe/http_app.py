@@ -1,0 +1,167 @@
+"""The daemon's HTTP routes: OTLP/HTTP traces, read-only SQL, health and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from lousho.observe import sql as sql_api
+from lousho.observe.config import DaemonConfig
+from lousho.observe.errors import ObserveError
+from lousho.observe.http_layers import (
+    GRPC_INTERNAL,
+    GRPC_UNAVAILABLE,
+    BearerToken,
+    BodyLimit,
+    error_response_parts,
+)
+from lousho.observe.metrics import Metrics
+from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json, decode_protobuf
+from lousho.observe.writer import QueueFull, ShuttingDown, Writer
+
+PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
+def build_app(
+    config: DaemonConfig,
+    writer: Writer,
+    metrics: Metrics,
+    reader_factory: Any,
+) -> ASGIApp:
+    """The ASGI app: routes, wrapped by the body limit, wrapped by the token check."""
+
+    async def traces(request: Request) -> Response:
+        ctype = request.headers.get("content-type", "")
+        base = ctype.split(";", 1)[0].strip().lower()
+        if base not in PROTOBUF_TYPES and base != "application/json":
+            metrics.add(requests_bad=1)
+            return _error(
+                request, 415, "LOUSHO_OBSERVE_UNSUPPORTED_MEDIA_TYPE",
+                f"Content-Type {ctype or '(none)'!r} is not supported",
+                "send application/x-protobuf, application/protobuf or application/json",
+            )
+        body = await request.body()
+        if not writer.has_room(len(body)):
+            return _unavailable(request, config, metrics)
+        decoder = decode_json if base == "application/json" else decode_protobuf
+        try:
+            decoded: Decoded = await run_in_threadpool(decoder, body)
+        except BadPayload as e:
+            metrics.add(requests_bad=1)
+            return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
+                          "send an OTLP ExportTraceServiceRequest")
+        metrics.add(spans_rejected=decoded.rejected)
+        try:
+            future = writer.submit(decoded, len(body))
+        except (QueueFull, ShuttingDown):
+            return _unavailable(request, config, metrics)
+        try:
+            await asyncio.wrap_future(future)
+        except Exception as e:  # the commit failed: retryable from the client's side
+            return _error(request, 503, "LOUSHO_OBSERVE_COMMIT_FAILED", str(e),
+                          "retry; the daemon's log has the cause", GRPC_INTERNAL,
+                          retry_after=config.retry_after_s)
+        return _export_response(base, decoded)
+
+    async def sql(request: Request) -> Response:
+        try:
+            doc = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST",
+                          "the body must be JSON: {\"query\": ..., \"params\": [...]}")
+        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
+            return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST",
+                          "the body must be JSON: {\"query\": ..., \"params\": [...]}")
+
+        def run() -> sql_api.QueryResult:
+            con: duckdb.DuckDBPyConnection = reader_factory()
+            try:
+                return sql_api.run_query(
+                    con, doc["query"], doc.get("params"),
+                    timeout=config.sql_timeout_s, max_rows=config.sql_max_rows,
+                )
+            finally:
+                con.close()
+
+        try:
+            result = await run_in_threadpool(run)
+        except ObserveError as e:
+            return _error(request, 400, e.code, e.message, e.hint)
+        headers = {"x-lousho-truncated": "true"} if result.truncated else {}
+        if ARROW_STREAM in request.headers.get("accept", ""):
+            return Response(_arrow_bytes(result.table), media_type=ARROW_STREAM, headers=headers)
+        frame = pl.from_arrow(result.table)
+        assert isinstance(frame, pl.DataFrame)
+        rows = frame.write_json() if frame.height else "[]"
+        truncated = "true" if result.truncated else "false"
+        body = f'{{"columns":{json.dumps(frame.columns)},"rows":{rows},"truncated":{truncated}}}'
+        return Response(body, media_type="application/json", headers=headers)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def metrics_route(request: Request) -> Response:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    routes = [
+        Route("/v1/traces", traces, methods=["POST"]),
+        Route("/v1/sql", sql, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
+    ]
+    app: ASGIApp = Starlette(routes=routes)
+    app = BodyLimit(app, config.max_body_bytes)
+    return BearerToken(app, config.token)
+
+
+def _export_response(base_type: str, decoded: Decoded) -> Response:
+    response = ExportTraceServiceResponse()
+    if decoded.rejected:
+        # Partial success: still 200, with the count and a message (OTLP "Partial Success").
+        response.partial_success.rejected_spans = decoded.rejected
+        response.partial_success.error_message = decoded.error_message()
+    if base_type == "application/json":
+        return Response(json_format.MessageToJson(response, indent=None),
+                        media_type="application/json")
+    return Response(response.SerializeToString(), media_type=base_type)
+
+
+def _error(
+    request: Request, status: int, code: str, message: str, hint: str = "",
+    grpc_code: int = 3, retry_after: int | None = None,
+) -> Response:
+    body, ctype = error_response_parts(
+        request.url.path, request.headers.get("content-type", ""), code, message, hint, grpc_code
+    )
+    headers = {"retry-after": str(retry_after)} if retry_after is not None else None
+    return Response(body, status_code=status, media_type=ctype, headers=headers)
+
+
+def _unavailable(request: Request, config: DaemonConfig, metrics: Metrics) -> Response:
+    metrics.add(requests_refused_full=1)
+    return _error(
+        request, 503, "LOUSHO_OBSERVE_BUSY", "the admission queue is full",
+        "retry after the Retry-After delay", GRPC_UNAVAILABLE, retry_after=config.retry_after_s,
+    )
+
+
+def _arrow_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return sink.getvalue().to_pybytes()
+

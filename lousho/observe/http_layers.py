@@ -1,0 +1,217 @@
+"""ASGI layers in front of the daemon's routes: the bearer token, and the body limit with gzip.
+
+Each wraps an ASGI app and is one itself, so each can be tested alone (Starlette's middleware
+pattern). Error bodies follow the path: OTLP endpoints answer with a ``google.rpc.Status``, in the
+request's encoding (OTLP/HTTP "Failures"); the rest answer JSON.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import zlib
+from typing import Any
+
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+OTLP_PATHS = frozenset({"/v1/traces"})
+PUBLIC_PATHS = frozenset({"/healthz"})
+
+# grpc status codes used in google.rpc.Status bodies.
+GRPC_INVALID_ARGUMENT = 3
+GRPC_RESOURCE_EXHAUSTED = 8
+GRPC_UNAUTHENTICATED = 16
+GRPC_UNAVAILABLE = 14
+GRPC_INTERNAL = 13
+
+
+def is_json(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def error_response_parts(
+    path: str, content_type: str, code: str, message: str, hint: str = "", grpc_code: int = 3
+) -> tuple[bytes, str]:
+    """The body and content type of an error answer for ``path``."""
+    if path in OTLP_PATHS:
+        status = status_pb2.Status(code=grpc_code, message=f"{code}: {message}")
+        if is_json(content_type):
+            return json_format.MessageToJson(status).encode(), "application/json"
+        return status.SerializeToString(), "application/x-protobuf"
+    body = {"error": {"code": code, "message": message, "hint": hint}}
+    return json.dumps(body, sort_keys=True).encode(), "application/json"
+
+
+async def send_error(
+    send: Send,
+    scope: Scope,
+    status: int,
+    code: str,
+    message: str,
+    hint: str = "",
+    grpc_code: int = GRPC_INVALID_ARGUMENT,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    headers = _headers(scope)
+    body, ctype = error_response_parts(
+        scope.get("path", ""), headers.get("content-type", ""), code, message, hint, grpc_code
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", ctype.encode()),
+                (b"content-length", str(len(body)).encode()),
+                *(extra_headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BearerToken:
+    """Every path but /healthz needs ``Authorization: Bearer <token>`` when a token is set."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self._expected is None
+            or scope["type"] != "http"
+            or scope.get("path") in PUBLIC_PATHS
+        ):
+            await self.app(scope, receive, send)
+            return
+        given = _headers(scope).get("authorization", "").encode()
+        if not hmac.compare_digest(given, self._expected):
+            await send_error(
+                send, scope, 401, "LOUSHO_OBSERVE_UNAUTHORIZED",
+                "missing or wrong bearer token",
+                "send `Authorization: Bearer <token>` with the daemon's --token",
+                GRPC_UNAUTHENTICATED, [(b"www-authenticate", b"Bearer")],
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """Read the whole body, inflate gzip/deflate, and refuse with 413 past ``limit`` bytes.
+
+    The limit holds after decompression (OTLP: "including after decompression"), and inflating
+    stops as soon as it is passed, so a gzip bomb costs at most ``limit`` bytes of memory. The app
+    below sees the plain body and no Content-Encoding.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT"):
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("identity", "", "gzip", "x-gzip", "deflate"):
+            await send_error(
+                send, scope, 415, "LOUSHO_OBSERVE_UNSUPPORTED_ENCODING",
+                f"Content-Encoding {encoding!r} is not supported",
+                "send identity, gzip or deflate",
+            )
+            return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._too_large(scope, send)
+            return
+        inflater = None
+        if encoding in ("gzip", "x-gzip"):
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            inflater = zlib.decompressobj()
+        chunks: list[bytes] = []
+        size = 0
+        raw = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            raw += len(chunk)
+            if raw > self.limit:
+                await self._too_large(scope, send)
+                return
+            if inflater is not None and chunk:
+                try:
+                    produced, size = _inflate(inflater, chunk, size, self.limit)
+                except zlib.error as e:
+                    await send_error(
+                        send, scope, 400, "LOUSHO_OBSERVE_BAD_ENCODING",
+                        f"the body is not valid {encoding}: {e}",
+                    )
+                    return
+                if produced is None:
+                    await self._too_large(scope, send)
+                    return
+                chunks.extend(produced)
+            elif chunk:
+                size += len(chunk)
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        if inflater is not None and not inflater.eof and raw:
+            await send_error(
+                send, scope, 400, "LOUSHO_OBSERVE_BAD_ENCODING",
+                f"the {encoding} body is truncated",
+            )
+            return
+        body = b"".join(chunks)
+        chunks.clear()
+        scope = dict(scope)
+        scope["headers"] = [
+            (k, v) for k, v in scope["headers"]
+            if k.lower() not in (b"content-encoding", b"content-length")
+        ] + [(b"content-length", str(len(body)).encode())]
+        scope["lousho.wire_bytes"] = raw
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        await send_error(
+            send, scope, 413, "LOUSHO_OBSERVE_TOO_LARGE",
+            f"the body is over the {self.limit} byte limit (after decompression)",
+            "send smaller batches (the OTel SDK's default batch of 512 spans is far below it)",
+        )
+
+
+def _inflate(
+    inflater: Any, chunk: bytes, size: int, limit: int
+) -> tuple[list[bytes] | None, int]:
+    """Inflate ``chunk`` in bounded steps; None when the output would pass ``limit``."""
+    out: list[bytes] = []
+    data = chunk
+    step = 1 << 20
+    while data:
+        piece = inflater.decompress(data, min(step, limit - size + 1))
+        size += len(piece)
+        if size > limit:
+            return None, size
+        out.append(piece)
+        data = inflater.unconsumed_tail
+    return out, size
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}

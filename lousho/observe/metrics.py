@@ -1,0 +1,60 @@
+"""The daemon's counters, rendered as Prometheus text for ``GET /metrics``."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Metrics:
+    """Monotonic counters and gauges, updated from the event loop, gRPC threads and the writer."""
+
+    spans_accepted: int = 0
+    spans_rejected: int = 0
+    spans_duplicate: int = 0
+    requests_refused_full: int = 0
+    requests_bad: int = 0
+    commits: int = 0
+    commit_seconds_sum: float = 0.0
+    commit_seconds_max: float = 0.0
+    queue_bytes: int = 0
+    queue_capacity_bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **deltas: float) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                setattr(self, name, getattr(self, name) + delta)
+
+    def observe_commit(self, seconds: float) -> None:
+        with self._lock:
+            self.commits += 1
+            self.commit_seconds_sum += seconds
+            self.commit_seconds_max = max(self.commit_seconds_max, seconds)
+
+    def render(self) -> str:
+        with self._lock:
+            rows = [
+                ("lousho_spans_accepted_total", "counter", "spans committed", self.spans_accepted),
+                ("lousho_spans_rejected_total", "counter", "malformed spans refused",
+                 self.spans_rejected),
+                ("lousho_spans_duplicate_total", "counter", "spans already stored",
+                 self.spans_duplicate),
+                ("lousho_requests_refused_full_total", "counter",
+                 "requests refused because the admission queue was full",
+                 self.requests_refused_full),
+                ("lousho_requests_bad_total", "counter", "requests answered 4xx",
+                 self.requests_bad),
+                ("lousho_commits_total", "counter", "DuckDB commits", self.commits),
+                ("lousho_commit_seconds_sum", "counter", "time spent in commits",
+                 self.commit_seconds_sum),
+                ("lousho_commit_seconds_max", "gauge", "slowest commit", self.commit_seconds_max),
+                ("lousho_queue_bytes", "gauge", "bytes waiting for the writer", self.queue_bytes),
+                ("lousho_queue_capacity_bytes", "gauge", "admission queue capacity",
+                 self.queue_capacity_bytes),
+            ]
+        lines = []
+        for name, kind, help_text, value in rows:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+        return "\n".join(lines) + "\n"

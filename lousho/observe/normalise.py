@@ -1,0 +1,172 @@
+"""Promote well-known attributes to columns, mapping the aliases other instrumentations use.
+
+The GenAI semantic conventions are the canonical names; OpenInference, Traceloop, Langfuse and
+older GenAI releases name the same things differently (reference: GenAI conventions §4.4). A key we
+do not know is never a reason to drop a span: it stays in the raw ``attributes`` JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# First key present wins, in this order.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "agent_name": ("gen_ai.agent.name", "agent.name", "lousho.agent.name"),
+    "provider": ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"),
+    "request_model": ("gen_ai.request.model", "llm.model_name"),
+    "response_model": ("gen_ai.response.model",),
+    "tool_name": ("gen_ai.tool.name", "tool.name"),
+    "conversation_id": (
+        "gen_ai.conversation.id",
+        "session.id",
+        "langfuse.session.id",
+        "thread_id",
+    ),
+    "input_tokens": (
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.prompt_tokens",
+        "llm.token_count.prompt",
+    ),
+    "output_tokens": (
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.completion_tokens",
+        "llm.token_count.completion",
+    ),
+    "cost_usd": ("lousho.cost.usd", "gen_ai.usage.cost", "llm.cost.total"),
+    "error_type": ("error.type", "exception.type"),
+    "run_id": ("lousho.run.id",),
+    "run_kind": ("lousho.run.kind",),
+    "healed_from": ("lousho.run.healed_from",),
+    "harness_revision": ("lousho.harness.revision",),
+    "case_id": ("lousho.case.id",),
+    "traffic_arm": ("lousho.traffic.arm",),
+    "input": (
+        "gen_ai.input.messages",
+        "input.value",
+        "traceloop.entity.input",
+        "langfuse.observation.input",
+    ),
+    "output": (
+        "gen_ai.output.messages",
+        "output.value",
+        "traceloop.entity.output",
+        "langfuse.observation.output",
+    ),
+}
+
+# Span-kind vocabularies of other instrumentations, mapped to gen_ai.operation.name values.
+_OPENINFERENCE_KIND = {
+    "LLM": "chat",
+    "TOOL": "execute_tool",
+    "AGENT": "invoke_agent",
+    "CHAIN": "invoke_workflow",
+    "RETRIEVER": "retrieval",
+    "EMBEDDING": "embeddings",
+}
+_LANGFUSE_TYPE = {
+    "generation": "chat",
+    "tool": "execute_tool",
+    "agent": "invoke_agent",
+    "chain": "invoke_workflow",
+    "retriever": "retrieval",
+    "embedding": "embeddings",
+}
+_TRACELOOP_KIND = {"workflow": "invoke_workflow", "agent": "invoke_agent", "tool": "execute_tool"}
+_NAME_PREFIXES = (
+    "chat",
+    "text_completion",
+    "generate_content",
+    "embeddings",
+    "execute_tool",
+    "invoke_agent",
+    "invoke_workflow",
+    "create_agent",
+    "retrieval",
+)
+
+INT_COLUMNS = frozenset({"input_tokens", "output_tokens"})
+FLOAT_COLUMNS = frozenset({"cost_usd"})
+JSONISH_COLUMNS = frozenset({"input", "output"})
+
+
+def operation(attrs: dict[str, Any], span_name: str) -> str | None:
+    """The GenAI operation of a span, from its attributes, aliases, or its conventional name."""
+    op = attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op:
+        return op
+    kind = attrs.get("openinference.span.kind")
+    if isinstance(kind, str) and kind.upper() in _OPENINFERENCE_KIND:
+        return _OPENINFERENCE_KIND[kind.upper()]
+    kind = attrs.get("langfuse.observation.type")
+    if isinstance(kind, str) and kind.lower() in _LANGFUSE_TYPE:
+        return _LANGFUSE_TYPE[kind.lower()]
+    kind = attrs.get("traceloop.span.kind")
+    if isinstance(kind, str) and kind.lower() in _TRACELOOP_KIND:
+        return _TRACELOOP_KIND[kind.lower()]
+    head = span_name.split(" ", 1)[0]
+    if head in _NAME_PREFIXES:
+        return head
+    return None
+
+
+def promote(attrs: dict[str, Any], column: str) -> Any:
+    """The value of a promoted column, coerced to the column's type; None when absent or unusable."""
+    for key in ALIASES[column]:
+        value = attrs.get(key)
+        if value is None:
+            continue
+        if column in INT_COLUMNS:
+            return _as_int(value)
+        if column in FLOAT_COLUMNS:
+            return _as_float(value)
+        if column in JSONISH_COLUMNS:
+            return value if isinstance(value, str) else _json(value)
+        return value if isinstance(value, str) else str(value)
+    return None
+
+
+def as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+    if isinstance(value, int | float):
+        return bool(value)
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,370 @@
+"""Decode OTLP trace requests (protobuf or JSON) into column lists for the store.
+
+Pure: bytes in, columns out. HTTP and gRPC both come through here, so both store the same rows.
+A span that breaks the data model (ids of the wrong length or all zero) is counted as rejected and
+the rest of the batch is kept: the OTLP partial-success contract (specification.md, "Partial
+Success"). A body that cannot be decoded at all raises ``BadPayload`` (HTTP 400, gRPC
+INVALID_ARGUMENT).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from lousho.observe import normalise
+from lousho.observe.schema import PROMOTED_TEXT
+
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+
+SPAN_FIELDS = (
+    "key_hi",
+    "key_lo",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "kind",
+    "start_ns",
+    "end_ns",
+    "status_code",
+    "status_message",
+    "service_name",
+    "scope_name",
+    *PROMOTED_TEXT,
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "probe",
+    "attributes",
+    "resource",
+    "events",
+    "links",
+)
+SCORE_FIELDS = (
+    "key_hi",
+    "key_lo",
+    "seq",
+    "trace_id",
+    "span_id",
+    "run_id",
+    "name",
+    "score_value",
+    "score_label",
+    "explanation",
+    "failed_check",
+    "passed",
+    "error_type",
+    "time_ns",
+    "attributes",
+)
+
+_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+_STATUS = ("UNSET", "OK", "ERROR")
+_MAX_NS = 2**63
+_PASS_LABELS = frozenset({"pass", "passed", "true", "success", "correct", "ok"})
+_FAIL_LABELS = frozenset({"fail", "failed", "false", "failure", "incorrect", "error"})
+
+
+class BadPayload(ValueError):
+    """The body is not an OTLP trace request in the declared encoding."""
+
+
+@dataclass
+class Decoded:
+    spans: dict[str, list[Any]] = field(default_factory=lambda: {f: [] for f in SPAN_FIELDS})
+    scores: dict[str, list[Any]] = field(default_factory=lambda: {f: [] for f in SCORE_FIELDS})
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def span_count(self) -> int:
+        return len(self.spans["span_id"])
+
+    def error_message(self) -> str:
+        shown = "; ".join(self.errors[:5])
+        more = len(self.errors) - 5
+        return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def decode_protobuf(body: bytes) -> Decoded:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as e:
+        raise BadPayload(f"not an OTLP ExportTraceServiceRequest in protobuf: {e}") from None
+    return decode_request(request)
+
+
+def decode_json(body: bytes) -> Decoded:
+    """OTLP/JSON: protobuf JSON mapping, but ids in hex, enums as integers, unknown keys ignored."""
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadPayload(f"body is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise BadPayload("an OTLP/JSON body is an object with a resourceSpans array")
+    if "resourceLogs" in doc or "resourceMetrics" in doc:
+        raise BadPayload("this is a logs or metrics payload; this endpoint takes traces only")
+    out = Decoded()
+    resource_spans = doc.get("resourceSpans") or []
+    if not isinstance(resource_spans, list):
+        raise BadPayload("resourceSpans must be an array")
+    for rs in resource_spans:
+        if not isinstance(rs, dict):
+            raise BadPayload("each resourceSpans entry must be an object")
+        resource = _parse_part(rs.get("resource"), Resource, "resource")
+        for ss in rs.get("scopeSpans") or []:
+            if not isinstance(ss, dict):
+                raise BadPayload("each scopeSpans entry must be an object")
+            scope = _parse_part(ss.get("scope"), InstrumentationScope, "scope")
+            context = _Context(resource, scope)
+            for raw in ss.get("spans") or []:
+                span = _json_span(raw, out)
+                if span is not None:
+                    _add_span(out, context, span)
+    return out
+
+
+def decode_request(request: ExportTraceServiceRequest) -> Decoded:
+    out = Decoded()
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            context = _Context(rs.resource, ss.scope)
+            for span in ss.spans:
+                _add_span(out, context, span)
+    return out
+
+
+class _Context:
+    """What the spans of one scope share: resource and scope, converted once."""
+
+    __slots__ = ("resource_json", "service_name", "scope_name")
+
+    def __init__(self, resource: Resource, scope: InstrumentationScope) -> None:
+        attrs = _attributes(resource.attributes)
+        self.resource_json = _dumps(attrs)
+        service = attrs.get("service.name")
+        self.service_name = service if isinstance(service, str) else None
+        self.scope_name = scope.name or None
+
+
+def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
+    problem = _span_problem(span)
+    if problem:
+        out.rejected += 1
+        out.errors.append(problem)
+        return
+    trace_id = span.trace_id.hex()
+    span_id = span.span_id.hex()
+    attrs = _attributes(span.attributes)
+    key_hi = int.from_bytes(span.span_id, "big")
+    key_lo = int.from_bytes(span.trace_id[8:], "big")
+    cols = out.spans
+    cols["key_hi"].append(key_hi)
+    cols["key_lo"].append(key_lo)
+    cols["trace_id"].append(trace_id)
+    cols["span_id"].append(span_id)
+    cols["parent_span_id"].append(span.parent_span_id.hex() or None)
+    cols["name"].append(span.name)
+    cols["kind"].append(_KINDS[span.kind] if 0 <= span.kind < len(_KINDS) else "UNSPECIFIED")
+    cols["start_ns"].append(span.start_time_unix_nano)
+    cols["end_ns"].append(span.end_time_unix_nano)
+    code = span.status.code
+    cols["status_code"].append(_STATUS[code] if 0 <= code < len(_STATUS) else "UNSET")
+    cols["status_message"].append(span.status.message or None)
+    cols["service_name"].append(ctx.service_name)
+    cols["scope_name"].append(ctx.scope_name)
+    cols["operation"].append(normalise.operation(attrs, span.name))
+    for column in PROMOTED_TEXT[1:]:
+        cols[column].append(normalise.promote(attrs, column))
+    cols["input_tokens"].append(normalise.promote(attrs, "input_tokens"))
+    cols["output_tokens"].append(normalise.promote(attrs, "output_tokens"))
+    cols["cost_usd"].append(normalise.promote(attrs, "cost_usd"))
+    cols["probe"].append(normalise.as_bool(attrs.get("lousho.probe")))
+    cols["attributes"].append(_dumps(attrs))
+    cols["resource"].append(ctx.resource_json)
+    events = [
+        {
+            "name": e.name,
+            "time_ns": e.time_unix_nano,
+            "attributes": _attributes(e.attributes),
+        }
+        for e in span.events
+    ]
+    cols["events"].append(_dumps(events) if events else None)
+    links = [
+        {
+            "trace_id": link.trace_id.hex(),
+            "span_id": link.span_id.hex(),
+            "attributes": _attributes(link.attributes),
+        }
+        for link in span.links
+    ]
+    cols["links"].append(_dumps(links) if links else None)
+    if events:
+        run_id = cols["run_id"][-1]
+        for seq, event in enumerate(events):
+            if event["name"] == EVALUATION_EVENT:
+                _add_score(out, key_hi, key_lo, seq, trace_id, span_id, run_id, event)
+
+
+def _add_score(
+    out: Decoded,
+    key_hi: int,
+    key_lo: int,
+    seq: int,
+    trace_id: str,
+    span_id: str,
+    run_id: str | None,
+    event: dict[str, Any],
+) -> None:
+    attrs = event["attributes"]
+    label = attrs.get("gen_ai.evaluation.score.label")
+    label = label if isinstance(label, str) else None
+    failed_check = attrs.get("lousho.check.failed")
+    failed_check = str(failed_check) if failed_check not in (None, "") else None
+    passed: bool | None = None
+    if label is not None and label.lower() in _PASS_LABELS:
+        passed = True
+    elif label is not None and label.lower() in _FAIL_LABELS:
+        passed = False
+    if failed_check is not None:
+        passed = False
+    value = attrs.get("gen_ai.evaluation.score.value")
+    cols = out.scores
+    cols["key_hi"].append(key_hi)
+    cols["key_lo"].append(key_lo)
+    cols["seq"].append(seq)
+    cols["trace_id"].append(trace_id)
+    cols["span_id"].append(span_id)
+    cols["run_id"].append(run_id)
+    name = attrs.get("gen_ai.evaluation.name")
+    cols["name"].append(str(name) if name is not None else None)
+    cols["score_value"].append(
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    )
+    cols["score_label"].append(label)
+    explanation = attrs.get("gen_ai.evaluation.explanation")
+    cols["explanation"].append(str(explanation) if explanation is not None else None)
+    cols["failed_check"].append(failed_check)
+    cols["passed"].append(passed)
+    error_type = attrs.get("error.type")
+    cols["error_type"].append(str(error_type) if error_type is not None else None)
+    cols["time_ns"].append(event["time_ns"])
+    cols["attributes"].append(_dumps(attrs))
+
+
+def _span_problem(span: Span) -> str | None:
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return f"span {span.name!r}: trace_id must be 16 bytes, not all zero"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return f"span {span.name!r}: span_id must be 8 bytes, not all zero"
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return f"span {span.name!r}: parent_span_id must be empty or 8 bytes"
+    if span.start_time_unix_nano >= _MAX_NS or span.end_time_unix_nano >= _MAX_NS:
+        return f"span {span.name!r}: timestamps past the year 2262 do not fit a signed 64-bit ns"
+    return None
+
+
+def _attributes(kvs: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in kvs}
+
+
+def _value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode("ascii")
+    return None
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        # NaN and infinities are not JSON and DuckDB's JSON type would refuse the whole batch;
+        # keep them as the strings the protobuf JSON mapping uses.
+        return json.dumps(_finite(value), separators=(",", ":"))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+# --- OTLP/JSON: hex ids to the protobuf JSON mapping's base64, then the standard parser ---
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def _parse_part(doc: Any, message_type: type, what: str) -> Any:
+    message = message_type()
+    if doc is None:
+        return message
+    try:
+        json_format.ParseDict(doc, message, ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError) as e:
+        raise BadPayload(f"{what} is malformed: {e}") from None
+    return message
+
+
+def _json_span(raw: Any, out: Decoded) -> Span | None:
+    """One span of an OTLP/JSON body; a malformed one is rejected alone."""
+    try:
+        if not isinstance(raw, dict):
+            raise ValueError("a span must be an object")
+        doc = _hex_ids_to_base64(raw)
+        for i, link in enumerate(doc.get("links") or []):
+            if isinstance(link, dict):
+                doc["links"][i] = _hex_ids_to_base64(link)
+        span = Span()
+        json_format.ParseDict(doc, span, ignore_unknown_fields=True)
+        return span
+    except (json_format.ParseError, TypeError, ValueError, AttributeError) as e:
+        out.rejected += 1
+        name = raw.get("name") if isinstance(raw, dict) else None
+        out.errors.append(f"span {name!r}: {e}")
+        return None
+
+
+def _hex_ids_to_base64(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = dict(doc)
+    for key in _ID_KEYS:
+        value = doc.get(key)
+        if value in (None, ""):
+            doc.pop(key, None)
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"{key} must be a hex string")
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raise ValueError(f"{key} is not hex: {value[:40]!r}") from None
+        doc[key] = base64.b64encode(raw).decode("ascii")
+    return doc

@@ -1,0 +1,141 @@
+"""The single writer: a bounded admission queue in front of DuckDB, with group commit.
+
+Requests are decoded by their own threads, then queued with their size. One thread takes everything
+queued, appends it as one Arrow batch, commits, and only then resolves each request's future: an
+HTTP 200 or gRPC OK means the spans are committed (ack after commit). Bytes leave the queue's count
+only after the commit, so a slow writer fills the queue and new requests are refused with a
+retryable answer (OTLP: 429/503 with Retry-After, gRPC UNAVAILABLE) instead of buffering without
+bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from lousho.observe.metrics import Metrics
+from lousho.observe.otlp_decode import Decoded
+from lousho.observe.store import AppendResult, SpanStore
+
+logger = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The admission queue has no room: the client should retry after a pause."""
+
+
+class ShuttingDown(Exception):
+    """The daemon is draining and accepts nothing new."""
+
+
+@dataclass
+class _Item:
+    batch: Decoded
+    nbytes: int
+    future: Future[AppendResult]
+
+
+class Writer:
+    def __init__(
+        self,
+        store: SpanStore,
+        metrics: Metrics,
+        *,
+        capacity_bytes: int,
+        max_batch_spans: int = 65_536,
+        commit_delay: float = 0.0,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._capacity = capacity_bytes
+        self._max_batch_spans = max_batch_spans
+        # A fault point for tests and demos of backpressure: a pause before each commit.
+        self._commit_delay = commit_delay
+        self._queue: deque[_Item] = deque()
+        self._queued_bytes = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        metrics.queue_capacity_bytes = capacity_bytes
+        self._thread = threading.Thread(target=self._run, name="lousho-writer", daemon=True)
+        self._thread.start()
+
+    def has_room(self, nbytes: int) -> bool:
+        """A cheap check before decoding: would a request of this size be admitted now?"""
+        with self._cond:
+            return not self._closing and self._fits(nbytes)
+
+    def submit(self, batch: Decoded, nbytes: int) -> Future[AppendResult]:
+        """Queue a decoded request; the future resolves after its commit.
+
+        Raises QueueFull or ShuttingDown; nothing is queued then.
+        """
+        future: Future[AppendResult] = Future()
+        if batch.span_count == 0:
+            future.set_result(AppendResult(inserted=0, duplicates=0))
+            return future
+        with self._cond:
+            if self._closing:
+                raise ShuttingDown("the daemon is shutting down")
+            if not self._fits(nbytes):
+                raise QueueFull(f"admission queue full ({self._queued_bytes} bytes waiting)")
+            self._queue.append(_Item(batch, nbytes, future))
+            self._queued_bytes += nbytes
+            self._metrics.queue_bytes = self._queued_bytes
+            self._cond.notify()
+        return future
+
+    def _fits(self, nbytes: int) -> bool:
+        # An empty queue admits any request (each is already capped by the body limit), so a
+        # request larger than the queue is not refused forever.
+        return not self._queue or self._queued_bytes + nbytes <= self._capacity
+
+    def close(self, timeout: float | None = None) -> None:
+        """Refuse new requests, commit everything queued, stop the thread."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _take(self) -> list[_Item] | None:
+        with self._cond:
+            while not self._queue and not self._closing:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            taken: list[_Item] = []
+            spans = 0
+            while self._queue and (not taken or spans < self._max_batch_spans):
+                item = self._queue.popleft()
+                taken.append(item)
+                spans += item.batch.span_count
+            return taken
+
+    def _run(self) -> None:
+        while True:
+            items = self._take()
+            if items is None:
+                return
+            if self._commit_delay:
+                time.sleep(self._commit_delay)
+            started = time.perf_counter()
+            try:
+                result = self._store.append([item.batch for item in items])
+            except Exception as e:  # deliberate: every waiter must hear about the failure
+                logger.exception("commit of %d requests failed", len(items))
+                for item in items:
+                    item.future.set_exception(e)
+            else:
+                self._metrics.observe_commit(time.perf_counter() - started)
+                self._metrics.add(
+                    spans_accepted=result.inserted, spans_duplicate=result.duplicates
+                )
+                for item in items:
+                    item.future.set_result(result)
+            finally:
+                with self._cond:
+                    self._queued_bytes -= sum(item.nbytes for item in items)
+                    self._metrics.queue_bytes = self._queued_bytes

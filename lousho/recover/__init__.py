@@ -1,0 +1,1 @@
+"""recover: durable runs, checkpoint stores and the recover() loop."""

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from lousho.observe.config import DaemonConfig
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import decode_request
-from lousho.observe.writer import QueueFull, ShuttingDown, Writer
+from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
@@ -47,8 +47,9 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             self._refuse(context)
         try:
             future.result()
-        except Exception as e:  # the commit failed; the client may retry
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"commit failed: {e}")
+        except Exception as e:
+            code = grpc.StatusCode.UNAVAILABLE if is_transient(e) else grpc.StatusCode.INVALID_ARGUMENT
+            context.abort(code, f"commit failed: {e}")
         response = trace_service_pb2.ExportTraceServiceResponse()
         if decoded.rejected:
             response.partial_success.rejected_spans = decoded.rejected

@@ -30,7 +30,7 @@ from lousho.observe.http_layers import (
 )
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json, decode_protobuf
-from lousho.observe.writer import QueueFull, ShuttingDown, Writer
+from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -71,10 +71,14 @@ def build_app(
             return _unavailable(request, config, metrics)
         try:
             await asyncio.wrap_future(future)
-        except Exception as e:  # the commit failed: retryable from the client's side
-            return _error(request, 503, "LOUSHO_OBSERVE_COMMIT_FAILED", str(e),
-                          "retry; the daemon's log has the cause", GRPC_INTERNAL,
-                          retry_after=config.retry_after_s)
+        except Exception as e:
+            if is_transient(e):
+                return _error(request, 503, "LOUSHO_OBSERVE_COMMIT_FAILED", str(e),
+                              "retry; the daemon's log has the cause", GRPC_INTERNAL,
+                              retry_after=config.retry_after_s)
+            metrics.add(requests_bad=1)
+            return _error(request, 400, "LOUSHO_OBSERVE_UNSTORABLE", f"the store refused this batch: {e}",
+                          "the daemon's log has the cause; do not resend this batch")
         return _export_response(base, decoded)
 
     async def sql(request: Request) -> Response:

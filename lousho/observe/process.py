@@ -24,6 +24,7 @@ class DaemonProcess:
     grpc_target: str | None
     db: Path
     output: list[str] = field(default_factory=list)
+    reader: threading.Thread | None = None
 
     @property
     def pid(self) -> int:
@@ -33,13 +34,22 @@ class DaemonProcess:
         """SIGTERM, then wait for the drain; returns the exit code."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
+        code = self.process.wait(timeout)
+        self._close_pipe()
+        return code
 
     def kill(self) -> None:
         """SIGKILL: no drain, no checkpoint (for crash tests)."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(30)
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self.reader is not None:
+            self.reader.join(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def start_daemon(
@@ -52,7 +62,7 @@ def start_daemon(
 ) -> DaemonProcess:
     """Start a daemon on ``db`` (free ports by default) and wait until it accepts requests."""
     cmd = [
-        sys.executable, "-m", "lousho", "observe", "--db", str(db),
+        sys.executable, "-m", "lousho.observe", "--db", str(db),
         "--port", str(port), "--grpc-port", str(grpc_port), *args,
     ]
     process = subprocess.Popen(
@@ -74,12 +84,13 @@ def start_daemon(
     if match is None:
         process.kill()
         process.wait()
+        process.stdout.close()
         raise ObserveError("the daemon did not start:\n" + "\n".join(output[-20:]),
                            code="LOUSHO_OBSERVE_START_FAILED")
-    daemon = DaemonProcess(process, match.group(1), match.group(2), db, output)
     # Keep reading its output so the pipe never fills and blocks the daemon.
-    threading.Thread(target=_drain, args=(process, output), daemon=True).start()
-    return daemon
+    reader = threading.Thread(target=_drain, args=(process, output), daemon=True)
+    reader.start()
+    return DaemonProcess(process, match.group(1), match.group(2), db, output, reader)
 
 
 def _drain(process: subprocess.Popen[str], output: list[str]) -> None:

@@ -17,11 +17,18 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+import duckdb
+
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import Decoded
 from lousho.observe.store import AppendResult, SpanStore
 
 logger = logging.getLogger(__name__)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a failed commit may succeed when retried (I/O, locks), or is the data's fault."""
+    return isinstance(error, duckdb.IOException | duckdb.TransactionException | OSError)
 
 
 class QueueFull(Exception):
@@ -100,6 +107,19 @@ class Writer:
             self._cond.notify()
         self._thread.join(timeout)
 
+    def _commit_one_by_one(self, items: list[_Item]) -> None:
+        for item in items:
+            started = time.perf_counter()
+            try:
+                result = self._store.append([item.batch])
+            except Exception as e:  # deliberate: the waiter gets the error and answers the client
+                logger.exception("commit of one request (%d spans) failed", item.batch.span_count)
+                item.future.set_exception(e)
+            else:
+                self._metrics.observe_commit(time.perf_counter() - started)
+                self._metrics.add(spans_accepted=result.inserted, spans_duplicate=result.duplicates)
+                item.future.set_result(result)
+
     def _take(self) -> list[_Item] | None:
         with self._cond:
             while not self._queue and not self._closing:
@@ -124,15 +144,14 @@ class Writer:
             started = time.perf_counter()
             try:
                 result = self._store.append([item.batch for item in items])
-            except Exception as e:  # deliberate: every waiter must hear about the failure
-                logger.exception("commit of %d requests failed", len(items))
-                for item in items:
-                    item.future.set_exception(e)
+            except Exception:
+                # One request the store cannot take must not fail the others it was grouped with:
+                # commit each alone, so only the culprit hears the error.
+                logger.warning("group commit of %d requests failed; committing one by one", len(items))
+                self._commit_one_by_one(items)
             else:
                 self._metrics.observe_commit(time.perf_counter() - started)
-                self._metrics.add(
-                    spans_accepted=result.inserted, spans_duplicate=result.duplicates
-                )
+                self._metrics.add(spans_accepted=result.inserted, spans_duplicate=result.duplicates)
                 for item in items:
                     item.future.set_result(result)
             finally:

@@ -1,0 +1,153 @@
+"""Bad input gets a clear answer, loses nothing, and the daemon keeps serving."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+from conftest import get, post, sql
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from otlp_bodies import chat_span, new_ids, request
+
+from lousho.observe.process import start_daemon
+
+PROTOBUF = "application/x-protobuf"
+
+
+def _still_serving(url: str) -> None:
+    assert get(url, "/healthz").status == 200
+    trace_id, span_id = new_ids()
+    body = request([chat_span(trace_id, span_id)]).SerializeToString()
+    assert post(url, "/v1/traces", body, PROTOBUF).status == 200
+    assert sql(url, "SELECT count(*) AS n FROM spans WHERE trace_id = ?", [trace_id.hex()]) == [{"n": 1}]
+
+
+@pytest.mark.system
+def test_undecodable_protobuf_gets_400_with_a_google_rpc_status(shared_daemon):
+    reply = post(shared_daemon.url, "/v1/traces", b"\xff\xff\xff\xff not protobuf", PROTOBUF)
+    assert reply.status == 400
+    assert reply.headers["content-type"] == PROTOBUF
+    status = status_pb2.Status.FromString(reply.body)
+    assert status.code == 3 and "LOUSHO_OBSERVE_BAD_PAYLOAD" in status.message
+    _still_serving(shared_daemon.url)
+
+
+@pytest.mark.system
+def test_undecodable_json_gets_400_with_a_status_in_json(shared_daemon):
+    reply = post(shared_daemon.url, "/v1/traces", b"{not json", "application/json")
+    assert reply.status == 400
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json()["code"] == 3 and "not valid JSON" in reply.json()["message"]
+    _still_serving(shared_daemon.url)
+
+
+@pytest.mark.system
+def test_a_logs_payload_is_refused_with_a_hint(shared_daemon):
+    reply = post(shared_daemon.url, "/v1/traces", b'{"resourceLogs": []}', "application/json")
+    assert reply.status == 400
+    assert "logs or metrics payload" in reply.json()["message"]
+
+
+@pytest.mark.system
+def test_wrong_content_type_gets_415_naming_the_supported_types(shared_daemon):
+    reply = post(shared_daemon.url, "/v1/traces", b"hello", "text/plain")
+    assert reply.status == 415
+    message = status_pb2.Status.FromString(reply.body).message
+    assert "application/x-protobuf" in message or "text/plain" in message
+    _still_serving(shared_daemon.url)
+
+
+@pytest.mark.system
+def test_malformed_span_inside_a_good_batch_is_a_partial_success(shared_daemon):
+    trace_id, good_id = new_ids()
+    bad = Span(trace_id=b"\x01\x02\x03", span_id=b"\x01" * 8, name="bad-trace-id")
+    zero = Span(trace_id=trace_id, span_id=b"\x00" * 8, name="zero-span-id")
+    body = request([chat_span(trace_id, good_id), bad, zero]).SerializeToString()
+    reply = post(shared_daemon.url, "/v1/traces", body, PROTOBUF)
+    assert reply.status == 200
+    partial = ExportTraceServiceResponse.FromString(reply.body).partial_success
+    assert partial.rejected_spans == 2
+    assert "bad-trace-id" in partial.error_message and "zero-span-id" in partial.error_message
+    assert sql(shared_daemon.url, "SELECT span_id FROM spans WHERE trace_id = ?", [trace_id.hex()]) == [
+        {"span_id": good_id.hex()}
+    ]
+
+
+@pytest.mark.system
+def test_malformed_json_span_is_rejected_alone(shared_daemon):
+    trace_id, span_id = new_ids()
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": trace_id.hex(), "spanId": span_id.hex(), "name": "good", "kind": 1},
+        {"traceId": "zz-not-hex", "spanId": span_id.hex(), "name": "bad-hex"},
+        {"traceId": trace_id.hex(), "spanId": "0102030405060708", "name": "bad-time",
+         "startTimeUnixNano": "yesterday"},
+    ]}]}]}
+    reply = post(shared_daemon.url, "/v1/traces", json.dumps(doc).encode(), "application/json")
+    assert reply.status == 200
+    assert reply.json()["partialSuccess"]["rejectedSpans"] in ("2", 2)
+    assert sql(shared_daemon.url, "SELECT name FROM spans WHERE trace_id = ?", [trace_id.hex()]) == [
+        {"name": "good"}
+    ]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(("body", "ctype"), [(b"", PROTOBUF), (b"{}", "application/json"),
+                                             (b'{"resourceSpans": []}', "application/json")])
+def test_empty_request_gets_200(shared_daemon, body, ctype):
+    reply = post(shared_daemon.url, "/v1/traces", body, ctype)
+    assert reply.status == 200
+    assert reply.headers["content-type"] == ctype
+
+
+@pytest.mark.system
+def test_gzip_body_is_inflated_and_bad_gzip_is_400(shared_daemon):
+    trace_id, span_id = new_ids()
+    body = gzip.compress(request([chat_span(trace_id, span_id)]).SerializeToString())
+    assert post(shared_daemon.url, "/v1/traces", body, PROTOBUF, **{"content-encoding": "gzip"}).status == 200
+    assert sql(shared_daemon.url, "SELECT count(*) AS n FROM spans WHERE trace_id = ?", [trace_id.hex()]) == [
+        {"n": 1}
+    ]
+    reply = post(shared_daemon.url, "/v1/traces", b"\x1f\x8bnot gzip at all", PROTOBUF,
+                 **{"content-encoding": "gzip"})
+    assert reply.status == 400
+    reply = post(shared_daemon.url, "/v1/traces", body, PROTOBUF, **{"content-encoding": "br"})
+    assert reply.status == 415
+    _still_serving(shared_daemon.url)
+
+
+def _vm_hwm_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_gzip_bomb_gets_413_without_memory_growing_past_the_limit(tmp_path):
+    limit_mib = 16
+    daemon = start_daemon(tmp_path / "o.duckdb", "--max-body-mib", str(limit_mib))
+    try:
+        inflater = zlib.compressobj(9, zlib.DEFLATED, 31)
+        zeros = b"\0" * (1 << 20)
+        bomb = b"".join(inflater.compress(zeros) for _ in range(1024)) + inflater.flush()
+        assert len(bomb) < 2 * 1024 * 1024  # 1 GiB inflated, about 1 MiB on the wire
+        before = _vm_hwm_bytes(daemon.pid)
+        for _ in range(3):
+            reply = post(daemon.url, "/v1/traces", bomb, PROTOBUF, **{"content-encoding": "gzip"})
+            assert reply.status == 413
+            assert "limit" in status_pb2.Status.FromString(reply.body).message
+        growth = _vm_hwm_bytes(daemon.pid) - before
+        # Inflating stops at the limit, so the peak can grow by the limit (the inflated bytes held
+        # until then) plus the 1 MiB on the wire and allocator slack, never by the 1 GiB the bomb holds.
+        assert growth < (limit_mib + 8) * 1024 * 1024, f"peak memory grew {growth / 2**20:.1f} MiB"
+        plain = b"\0" * ((limit_mib << 20) + 1)
+        assert post(daemon.url, "/v1/traces", plain, PROTOBUF).status == 413
+        _still_serving(daemon.url)
+    finally:
+        assert daemon.stop() == 0

@@ -32,7 +32,7 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
               help="Bearer token every endpoint but /healthz requires [env LOUSHO_TOKEN].")
 @click.option("--max-body-mib", type=int, default=64, show_default=True,
               help="Request body limit, after decompression (413 above it).")
-@click.option("--queue-mib", type=int, default=256, show_default=True,
+@click.option("--queue-mib", type=float, default=256, show_default=True,
               help="Admission queue: bytes waiting for the writer before 503 + Retry-After.")
 @click.option("--sql-timeout", type=float, default=30.0, show_default=True,
               help="Seconds before a SQL query is stopped.")
@@ -40,14 +40,14 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
               help="Fault point: pause before each commit (backpressure tests and demos).")
 def observe(
     db: Path, host: str, port: int, grpc_port: int, token: str | None, max_body_mib: int,
-    queue_mib: int, sql_timeout: float, commit_delay: float,
+    queue_mib: float, sql_timeout: float, commit_delay: float,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
 
     config = DaemonConfig(
         db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
-        token=token, max_body_bytes=max_body_mib * MIB, queue_bytes=queue_mib * MIB,
+        token=token, max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         sql_timeout_s=sql_timeout, commit_delay_s=commit_delay,
     )
     serve(config, announce=lambda line: click.echo(line))

@@ -95,7 +95,8 @@ CREATE TABLE scores (
 
 # One row per run id. A run spans one trace per attempt (each resume is a new trace); its root in a
 # trace is the earliest span carrying the run id. Tokens, cost and calls add up over all its traces;
-# status, error, output and the pass/fail verdict are the last attempt's.
+# status, error and output are the last attempt's (arg_max_null: a NULL there is the answer), the
+# verdict the last scored attempt's.
 _RUNS_VIEW = """
 CREATE OR REPLACE VIEW runs AS
 WITH attempt AS (
@@ -150,10 +151,10 @@ SELECT
     make_timestamp(max(t.end_ns) // 1000) AS ended_at,
     (max(t.end_ns) - min(a.start_ns)) / 1e9 AS duration_s,
     CASE WHEN arg_max(a.status_code, a.start_ns) = 'ERROR' THEN 'error' ELSE 'ok' END AS status,
-    arg_max(coalesce(a.error_type, t.last_error_type), a.start_ns) AS error_type,
-    arg_max(coalesce(a.status_message, t.last_error_message), a.start_ns) AS error_message,
+    arg_max_null(coalesce(a.error_type, t.last_error_type), a.start_ns) AS error_type,
+    arg_max_null(coalesce(a.status_message, t.last_error_message), a.start_ns) AS error_message,
     arg_min(a.input, a.start_ns) AS input,
-    arg_max(a.output, a.start_ns) AS output,
+    arg_max_null(a.output, a.start_ns) AS output,
     sum(t.input_tokens) AS input_tokens,
     sum(t.output_tokens) AS output_tokens,
     sum(t.cost_usd) AS cost_usd,
@@ -191,11 +192,11 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     """The store's schema version; 0 for a file that has never been migrated."""
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'lousho_schema'"
-    ).fetchone()
-    if not exists or not exists[0]:
+    ).fetchall()
+    if not exists[0][0]:
         return 0
-    row = con.execute("SELECT coalesce(max(version), 0) FROM lousho_schema").fetchone()
-    return int(row[0]) if row else 0
+    row = con.execute("SELECT coalesce(max(version), 0) FROM lousho_schema").fetchall()
+    return int(row[0][0])
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

@@ -72,7 +72,11 @@ class SpanStore:
             config["memory_limit"] = memory_limit
         self.path = path
         self._con = duckdb.connect(str(path), config=config)
-        schema.migrate(self._con)
+        try:
+            schema.migrate(self._con)
+        except BaseException:
+            self._con.close()
+            raise
 
     def append(self, batches: list[Decoded]) -> AppendResult:
         """Insert the spans and scores of ``batches`` in one transaction; duplicates are ignored."""
@@ -82,7 +86,7 @@ class SpanStore:
         con.execute("BEGIN")
         try:
             con.register("span_batch", spans)
-            inserted = _count(con.execute(_INSERT_SPANS, [time.time_ns()]).fetchone())
+            inserted = _count(con.execute(_INSERT_SPANS, [time.time_ns()]).fetchall())
             if scores.num_rows:
                 con.register("score_batch", scores)
                 con.execute(_INSERT_SCORES)
@@ -111,7 +115,11 @@ def open_read_only(path: Path) -> duckdb.DuckDBPyConnection:
     if not path.exists():
         raise StoreMissing(f"no store at {path}")
     con = duckdb.connect(str(path), read_only=True, config=dict(_CONFIG))
-    schema.check_readable(con)
+    try:
+        schema.check_readable(con)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -124,5 +132,5 @@ def _table(batches: list[Decoded], part: str, table_schema: pa.Schema) -> pa.Tab
     return pa.table(columns, schema=table_schema)
 
 
-def _count(row: tuple | None) -> int:
-    return int(row[0]) if row else 0
+def _count(rows: list[tuple]) -> int:
+    return int(rows[0][0]) if rows else 0

@@ -98,7 +98,7 @@ class Writer:
     def _fits(self, nbytes: int) -> bool:
         # An empty queue admits any request (each is already capped by the body limit), so a
         # request larger than the queue is not refused forever.
-        return not self._queue or self._queued_bytes + nbytes <= self._capacity
+        return self._queued_bytes == 0 or self._queued_bytes + nbytes <= self._capacity
 
     def close(self, timeout: float | None = None) -> None:
         """Refuse new requests, commit everything queued, stop the thread."""

@@ -1,0 +1,80 @@
+"""A full admission queue answers 503 + Retry-After; the OTel exporters retry and nothing is lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from conftest import get, post, sql
+from google.rpc import status_pb2
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from otlp_bodies import chat_span, new_ids, request
+
+from lousho.observe.process import start_daemon
+
+
+def _metric(url: str, name: str) -> float:
+    for line in get(url, "/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+@pytest.mark.system
+def test_full_queue_answers_503_with_retry_after(tmp_path):
+    daemon = start_daemon(tmp_path / "o.duckdb", "--queue-mib", "0.001", "--commit-delay", "1.5")
+    try:
+        first = request([chat_span(*new_ids()) for _ in range(20)]).SerializeToString()
+        second = request([chat_span(*new_ids()) for _ in range(20)]).SerializeToString()
+        replies = []
+        sender = threading.Thread(target=lambda: replies.append(
+            post(daemon.url, "/v1/traces", first, "application/x-protobuf")))
+        sender.start()
+        deadline = time.monotonic() + 10
+        while _metric(daemon.url, "lousho_queue_bytes") == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        refused = post(daemon.url, "/v1/traces", second, "application/x-protobuf")
+        assert refused.status == 503
+        assert refused.headers["retry-after"] == "1"
+        assert "LOUSHO_OBSERVE_BUSY" in status_pb2.Status.FromString(refused.body).message
+        sender.join(30)
+        assert replies[0].status == 200  # the admitted request was committed, then acked
+        assert _metric(daemon.url, "lousho_requests_refused_full_total") >= 1
+    finally:
+        assert daemon.stop() == 0
+
+
+@pytest.mark.system
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_slow_writer_makes_exporters_retry_and_no_span_is_lost(tmp_path, protocol):
+    daemon = start_daemon(tmp_path / "o.duckdb", "--queue-mib", "0.002", "--commit-delay", "0.15")
+    try:
+        def work(worker: int) -> None:
+            if protocol == "http":
+                exporter = HttpExporter(endpoint=f"{daemon.url}/v1/traces", timeout=60)
+            else:
+                exporter = GrpcExporter(endpoint=daemon.grpc_target, insecure=True, timeout=60)
+            provider = TracerProvider(resource=Resource.create({"service.name": f"w{worker}"}))
+            provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=64,
+                                                           schedule_delay_millis=50, max_queue_size=10_000))
+            tracer = provider.get_tracer("bp")
+            for i in range(300):
+                with tracer.start_as_current_span(f"chat {i}", attributes={"gen_ai.operation.name": "chat"}):
+                    pass
+            provider.shutdown()
+
+        workers = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(180)
+        assert _metric(daemon.url, "lousho_requests_refused_full_total") > 0, "the queue never filled"
+        assert sql(daemon.url, "SELECT count(*) AS n FROM spans") == [{"n": 4 * 300}]
+    finally:
+        assert daemon.stop() == 0

@@ -1,0 +1,103 @@
+"""The store's schema: versioned, migrated append-only, refused when newer; the runs view's meaning."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
+from otlp_bodies import NS, chat_span, kv, new_ids, request
+from tests_support import run_root
+
+from lousho.observe import connect, schema
+from lousho.observe.errors import SchemaTooNew, StoreMissing
+from lousho.observe.otlp_decode import decode_request
+from lousho.observe.store import SpanStore, open_read_only
+
+
+def test_a_new_store_is_at_the_current_schema_version(tmp_path):
+    store = SpanStore(tmp_path / "s.duckdb")
+    con = store.reader()
+    assert schema.current_version(con) == schema.SCHEMA_VERSION == len(schema.MIGRATIONS)
+    rows = con.execute("SELECT version, description FROM lousho_schema ORDER BY version").fetchall()
+    assert [r[0] for r in rows] == list(range(1, schema.SCHEMA_VERSION + 1))
+    store.close()
+
+
+def test_reopening_applies_no_migration_twice_and_keeps_data(tmp_path):
+    path = tmp_path / "s.duckdb"
+    store = SpanStore(path)
+    store.append([decode_request(request([chat_span(*new_ids())]))])
+    store.close()
+    store = SpanStore(path)
+    con = store.reader()
+    assert con.execute("SELECT count(*) FROM lousho_schema").fetchall() == [(schema.SCHEMA_VERSION,)]
+    assert con.execute("SELECT count(*) FROM spans").fetchall() == [(1,)]
+    store.close()
+
+
+def test_a_store_from_a_newer_lousho_is_refused_with_a_clear_error(tmp_path):
+    path = tmp_path / "s.duckdb"
+    SpanStore(path).close()
+    con = duckdb.connect(str(path))
+    con.execute("INSERT INTO lousho_schema (version, description) VALUES (999, 'from the future')")
+    con.close()
+    with pytest.raises(SchemaTooNew) as err:
+        SpanStore(path)
+    assert err.value.code == "LOUSHO_STORE_SCHEMA_TOO_NEW" and err.value.hint
+    with pytest.raises(SchemaTooNew):
+        open_read_only(path)
+
+
+def test_opening_a_missing_file_read_only_says_how_to_create_it(tmp_path):
+    with pytest.raises(StoreMissing) as err:
+        connect(tmp_path / "nope.duckdb")
+    assert "lousho observe" in err.value.hint
+    assert not (tmp_path / "nope.duckdb").exists()
+
+
+def test_runs_view_joins_attempts_and_takes_the_last_attempts_verdict(tmp_path):
+    store = SpanStore(tmp_path / "s.duckdb")
+    # Attempt 1 errors after one model call; attempt 2 (a resume: new trace, same run id) passes.
+    t1, r1 = new_ids()
+    first = run_root(t1, r1, "run-1", start=NS, status=Status.STATUS_CODE_ERROR, error_type="timeout",
+                     harness="rev-1")
+    t2, r2 = new_ids()
+    second = run_root(t2, r2, "run-1", start=NS + 10**9, harness="rev-2", verdict="pass")
+    spans = [first, chat_span(t1, new_ids()[1], parent=r1), second, chat_span(t2, new_ids()[1], parent=r2),
+             chat_span(t2, new_ids()[1], parent=r2)]
+    # A heal fork of another run, made by a probe, failing its check.
+    t3, r3 = new_ids()
+    fork = run_root(t3, r3, "run-2.heal", start=NS, verdict="fail", probe=True)
+    fork.attributes.append(kv("lousho.run.healed_from", "run-2"))
+    spans.append(fork)
+    store.append([decode_request(request(spans))])
+    rows = store.reader().execute(
+        "SELECT run_id, attempts, status, passed, harness_revision, input_tokens, model_calls, error_type, "
+        "probe, healed_from FROM runs ORDER BY run_id").fetchall()
+    assert rows == [
+        ("run-1", 2, "ok", True, "rev-2", 360, 3, None, False, None),
+        ("run-2.heal", 1, "ok", False, None, None, 0, None, True, "run-2"),
+    ]
+    store.close()
+
+
+def test_a_run_without_lousho_attributes_is_not_a_run(tmp_path):
+    store = SpanStore(tmp_path / "s.duckdb")
+    store.append([decode_request(request([chat_span(*new_ids())]))])
+    assert store.reader().execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+    store.close()
+
+
+def test_spans_table_promotes_every_column_the_design_names(tmp_path):
+    store = SpanStore(tmp_path / "s.duckdb")
+    columns = {r[0] for r in store.reader().execute("DESCRIBE spans").fetchall()}
+    store.close()
+    assert {
+        "trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "duration_ns",
+        "status_code", "status_message", "service_name", "scope_name", "operation", "agent_name", "provider",
+        "request_model", "response_model", "tool_name", "conversation_id", "input_tokens", "output_tokens",
+        "cost_usd", "error_type", "run_id", "harness_revision", "case_id", "probe", "attributes", "resource",
+        "events", "links",
+    } <= columns
+
+

@@ -1,0 +1,132 @@
+"""Runs as Polars frames, read through ``lousho.observe.connect``, and their pass-rate metrics.
+
+Probe runs (``lousho.probe``: runs the improve loop made) never count as live traffic: they are
+left out of ``live_revision`` and, unless asked for, of ``runs``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import polars as pl
+
+from lousho.analysis.stats import pass_hat_k_arrays, wilson_arrays
+from lousho.observe.client import StoreClient
+from lousho.observe.runs_view import runs_select
+
+LIVE = "live"
+
+
+def runs(
+    store: StoreClient,
+    agent: str | None = None,
+    revision: str | None = None,
+    since: datetime | int | None = None,
+    *,
+    include_probes: bool = False,
+) -> pl.DataFrame:
+    """One row per run (the ``runs`` view's columns), oldest first.
+
+    ``revision`` may be ``"live"``; ``since`` is a datetime (UTC when naive) or nanoseconds.
+    """
+    if revision == LIVE:
+        if agent is None:
+            raise ValueError("revision='live' needs an agent")
+        revision = live_revision(store, agent)
+        if revision is None:
+            return _empty_runs(store)
+    span_filter, params = [], []
+    post_filter, post_params = [], []
+    if agent is not None:
+        span_filter.append("agent_name = ?")
+        params.append(agent)
+        post_filter.append("agent = ?")
+        post_params.append(agent)
+    if revision is not None:
+        span_filter.append("harness_revision = ?")
+        params.append(revision)
+        post_filter.append("harness_revision = ?")
+        post_params.append(revision)
+    if since is not None:
+        since_ns = _ns(since)
+        span_filter.append("start_ns >= ?")
+        params.append(since_ns)
+        post_filter.append("started_ns >= ?")
+        post_params.append(since_ns)
+    if not include_probes:
+        post_filter.append("NOT probe")
+    where = f"WHERE {' AND '.join(post_filter)}" if post_filter else ""
+    query = f"SELECT * FROM ({runs_select(' AND '.join(span_filter))}) {where} ORDER BY started_ns, run_id"
+    return store.sql(query, params + post_params)
+
+
+def live_revision(store: StoreClient, agent: str) -> str | None:
+    """The newest harness revision the agent's non-probe runs used; None when it has none."""
+    frame = store.sql(
+        "SELECT arg_max(harness_revision, start_ns) AS revision FROM spans "
+        "WHERE run_id IS NOT NULL AND agent_name = ? AND harness_revision IS NOT NULL "
+        "AND NOT coalesce(probe, false)",
+        [agent],
+    )
+    return frame["revision"][0] if frame.height else None
+
+
+def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k: int = 3) -> pl.DataFrame:
+    """Pass rate with a 95% Wilson interval, unbiased pass^k and tokens per passing run, by ``by``.
+
+    Only scored runs count (``passed`` not NULL). pass^k is averaged over cases (``case_id``),
+    each case's ``C(c, k) / C(n, k)`` over its scored runs; cases with fewer than k runs are left
+    out of it. Tokens per passing run is all input plus output tokens over the number of passing runs
+(NULL with no pass), the definition the gate's cost rule uses.
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    scored = frame.filter(pl.col("passed").is_not_null()).with_columns(
+        tokens=pl.col("input_tokens").fill_null(0) + pl.col("output_tokens").fill_null(0)
+    )
+    if scored.height == 0:
+        return pl.DataFrame(schema={**{key: frame.schema.get(key, pl.String) for key in keys},
+                                    "runs": pl.UInt32, "passes": pl.Int64, "pass_rate": pl.Float64,
+                                    "wilson_low": pl.Float64, "wilson_high": pl.Float64,
+                                    f"pass_hat_{k}": pl.Float64, "tokens_per_passing_run": pl.Float64})
+    summary = (
+        scored.group_by(keys)
+        .agg(
+            runs=pl.len(),
+            passes=pl.col("passed").cast(pl.Int64).sum(),
+            tokens=pl.col("tokens").sum(),
+        )
+        .with_columns(
+            pass_rate=pl.col("passes") / pl.col("runs"),
+            # What a success costs: all tokens over passing runs (the gate's cost rule uses the same).
+            tokens_per_passing_run=pl.when(pl.col("passes") > 0).then(pl.col("tokens") / pl.col("passes")),
+        )
+    )
+    low, high = wilson_arrays(summary["passes"].to_numpy(), summary["runs"].to_numpy())
+    summary = summary.with_columns(wilson_low=pl.Series(low), wilson_high=pl.Series(high))
+    per_case = (
+        scored.group_by([*keys, "case_id"])
+        .agg(n=pl.len(), c=pl.col("passed").cast(pl.Int64).sum())
+        .filter(pl.col("n") >= k)
+    )
+    if per_case.height:
+        values = pass_hat_k_arrays(per_case["c"].to_numpy(), per_case["n"].to_numpy(), k)
+        per_case = per_case.with_columns(pass_hat=pl.Series(np.asarray(values, dtype=float)))
+        hat = per_case.group_by(keys).agg(pl.col("pass_hat").mean().alias(f"pass_hat_{k}"))
+        summary = summary.join(hat, on=keys, how="left")
+    else:
+        summary = summary.with_columns(pl.lit(None, dtype=pl.Float64).alias(f"pass_hat_{k}"))
+    return summary.select(*keys, "runs", "passes", "pass_rate", "wilson_low", "wilson_high",
+                          f"pass_hat_{k}", "tokens_per_passing_run").sort(keys)
+
+
+def _ns(since: datetime | int) -> int:
+    if isinstance(since, int):
+        return since
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    return int(since.timestamp() * 1_000_000) * 1000
+
+
+def _empty_runs(store: StoreClient) -> pl.DataFrame:
+    return store.sql("SELECT * FROM runs WHERE false")

@@ -1,0 +1,201 @@
+"""The offline gate's decision rules over pass counts (seed §3.2 step 4, §4.1), as pure functions.
+
+Each function answers one rule for one case or a set of cases; ``gate_operating`` computes their
+exact error rates from the same functions' definitions. Counts are per side: ``base`` is the
+current harness on fresh runs, ``candidate`` the proposal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from lousho.analysis import _checks
+from lousho.analysis.errors import BadInputError
+from lousho.analysis.stats import SignTest, sign_test
+
+
+@dataclass(frozen=True)
+class GateRules:
+    """The numbers of the gate and canary rules; the defaults are the seeds'.
+
+    * training (seed §3.2): ``runs`` fresh runs per case per side; a case *helped* when the candidate
+      passes at least ``min_gain`` more; the gate needs one helped case and none worse.
+    * held-out: a case that drops is rerun ``rerun`` more times on both sides; the edit is rejected
+      at a pooled drop of at least ``held_out_min_drop`` in ``runs + rerun``.
+    * canary (seed §4.1): each training case passes at least ``canary_min`` of ``canary_runs``.
+    * cost: tokens per passing run may rise by at most ``max_token_rise`` (+50%).
+    * paired alternative: the exact sign test across cases at one-sided ``sign_alpha``.
+    """
+
+    runs: int = 3
+    min_gain: int = 2
+    rerun: int = 3
+    held_out_min_drop: int = 2
+    canary_runs: int = 6
+    canary_min: int = 5
+    max_token_rise: float = 0.5
+    sign_alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("runs", "min_gain", "rerun", "held_out_min_drop", "canary_runs", "canary_min"):
+            _checks.positive_int(name, getattr(self, name))
+        if self.min_gain > self.runs:
+            raise BadInputError("min_gain", self.min_gain, f"at most runs ({self.runs})")
+        if self.canary_min > self.canary_runs:
+            raise BadInputError("canary_min", self.canary_min, f"at most {self.canary_runs}")
+        _checks.non_negative("max_token_rise", self.max_token_rise)
+        _checks.alpha(self.sign_alpha)
+
+
+@dataclass(frozen=True)
+class CaseTokens:
+    """One case on one side: how many runs, how many passed, and the tokens all of them used."""
+
+    runs: int
+    passes: int
+    tokens: float
+
+
+@dataclass(frozen=True)
+class CostCheck:
+    """The cost rule's verdict. ``ratio`` is ``None`` when no case passes on both sides."""
+
+    passed: bool
+    ratio: float | None
+    cases_compared: int
+
+
+DEFAULT_RULES = GateRules()
+
+
+def training_helped(base: int, candidate: int, rules: GateRules = DEFAULT_RULES) -> bool:
+    """The candidate passes at least ``min_gain`` more of the ``runs`` fresh runs."""
+    _pair(base, candidate, rules.runs)
+    return candidate - base >= rules.min_gain
+
+
+def training_worse(base: int, candidate: int, rules: GateRules = DEFAULT_RULES) -> bool:
+    """The candidate passes fewer runs than the base: any loss on a training case blocks the edit."""
+    _pair(base, candidate, rules.runs)
+    return candidate < base
+
+
+def training_gate(cases: Sequence[tuple[int, int]], rules: GateRules = DEFAULT_RULES) -> bool:
+    """At least one training case helped and none worse; ``cases`` are (base, candidate) passes."""
+    if not cases:
+        raise BadInputError("cases", list(cases), "at least one training case")
+    helped = any(training_helped(b, c, rules) for b, c in cases)
+    return helped and not any(training_worse(b, c, rules) for b, c in cases)
+
+
+def held_out_needs_rerun(base: int, candidate: int, rules: GateRules = DEFAULT_RULES) -> bool:
+    """A held-out case *drops* when the candidate passes fewer of the first ``runs``."""
+    _pair(base, candidate, rules.runs)
+    return candidate < base
+
+
+def held_out_rejects(
+    first: tuple[int, int],
+    rerun: tuple[int, int] | None,
+    rules: GateRules = DEFAULT_RULES,
+) -> bool:
+    """Whether a held-out case rejects the edit.
+
+    Only a case that dropped on the first ``runs`` is rerun; it rejects when the pooled drop over
+    ``runs + rerun`` per side is at least ``held_out_min_drop``. A case that did not drop never
+    rejects, so ``rerun`` is ignored for it and required for one that did.
+    """
+    if not held_out_needs_rerun(*first, rules):
+        return False
+    if rerun is None:
+        raise BadInputError("rerun", None, "the (base, candidate) passes of the rerun")
+    _pair(*rerun, rules.rerun)
+    return (first[0] + rerun[0]) - (first[1] + rerun[1]) >= rules.held_out_min_drop
+
+
+def canary_passes(passes: int, rules: GateRules = DEFAULT_RULES) -> bool:
+    """A training case passes the replay canary with at least ``canary_min`` of ``canary_runs``."""
+    _checks.counts(passes, rules.canary_runs)
+    return passes >= rules.canary_min
+
+
+def cost_check(
+    base: Sequence[CaseTokens], candidate: Sequence[CaseTokens], rules: GateRules = DEFAULT_RULES
+) -> CostCheck:
+    """Tokens per passing run may rise by at most ``max_token_rise``.
+
+    Tokens per passing run is all the tokens a side spent on a case divided by its passing runs: the
+    cost of one success. It is pooled over the cases that pass at least once on *both* sides (seed
+    §3.2: "compared only on cases that pass under both harnesses"), so a case the candidate newly
+    fixes cannot count as a cost rise. With no such case the rule has nothing to compare and passes.
+    """
+    if len(base) != len(candidate):
+        raise BadInputError("candidate", len(candidate), f"one entry per base case ({len(base)})")
+    for side in (base, candidate):
+        for case in side:
+            _checks.counts(case.passes, case.runs)
+            _checks.non_negative("tokens", case.tokens)
+    fails, ratio = cost_fails_arrays(
+        np.array([[c.tokens for c in base]]),
+        np.array([[c.passes for c in base]]),
+        np.array([[c.tokens for c in candidate]]),
+        np.array([[c.passes for c in candidate]]),
+        rules.max_token_rise,
+    )
+    compared = sum(b.passes > 0 and c.passes > 0 for b, c in zip(base, candidate, strict=True))
+    value = float(ratio[0])
+    return CostCheck(
+        passed=not bool(fails[0]),
+        ratio=None if np.isnan(value) else value,
+        cases_compared=compared,
+    )
+
+
+def cost_fails_arrays(
+    base_tokens: ArrayLike,
+    base_passes: ArrayLike,
+    candidate_tokens: ArrayLike,
+    candidate_passes: ArrayLike,
+    max_rise: float,
+) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """The cost rule on rows of cases (shape replicates x cases): (fails, ratio; NaN if undefined).
+
+    Shared by ``cost_check`` and the cost rule's simulation, so both apply the same definition.
+    """
+    tb, xb = np.asarray(base_tokens, dtype=float), np.asarray(base_passes, dtype=float)
+    tc, xc = np.asarray(candidate_tokens, dtype=float), np.asarray(candidate_passes, dtype=float)
+    both = (xb > 0) & (xc > 0)
+    passes_b, passes_c = (xb * both).sum(axis=1), (xc * both).sum(axis=1)
+    defined = passes_b > 0
+    per_pass_b = (tb * both).sum(axis=1) / np.where(defined, passes_b, 1.0)
+    per_pass_c = (tc * both).sum(axis=1) / np.where(defined, passes_c, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(defined, per_pass_c / per_pass_b, np.nan)
+    # A base that spent no tokens at all: any spend by the candidate is an unbounded rise.
+    fails = defined & (per_pass_c > (1.0 + max_rise) * per_pass_b * (1.0 + 1e-12))
+    return fails, ratio
+
+
+def paired_sign_gate(
+    base: Sequence[int], candidate: Sequence[int], rules: GateRules = DEFAULT_RULES
+) -> tuple[bool, SignTest]:
+    """The alternative gate: accept when the exact sign test on per-case differences is significant.
+
+    Differences are candidate minus base passes per case (same ``runs`` each), so evidence is pooled
+    across cases instead of judged per case, where 3 runs can never reach p < 0.125 (anchors §3.4).
+    """
+    if len(base) != len(candidate) or not base:
+        raise BadInputError("candidate", list(candidate), "one count per base case, at least one")
+    for b, c in zip(base, candidate, strict=True):
+        _pair(b, c, rules.runs)
+    test = sign_test([c - b for b, c in zip(base, candidate, strict=True)])
+    return test.p_value <= rules.sign_alpha, test
+
+
+def _pair(base: int, candidate: int, runs: int) -> None:
+    _checks.counts(base, runs)
+    _checks.counts(candidate, runs)

@@ -1,25 +1,46 @@
-"""The ``lousho`` command. Each part adds its own sub-commands from its own module."""
+"""The ``lousho`` command. Each part adds its own sub-commands from its own module.
+
+Sub-commands are imported when they are called, not before: `lousho stats` need not load DuckDB and
+gRPC, and `lousho observe` need not load SciPy.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from lousho.analysis.cli import stats
-from lousho.demo import demo
 from lousho.errors import LoushoError, UsageError
-from lousho.observe.cli import observe, runs, sql
+
+# name -> "module:attribute"
+COMMANDS = {
+    "observe": "lousho.observe.cli:observe",
+    "sql": "lousho.observe.cli:sql",
+    "runs": "lousho.observe.cli:runs",
+    "stats": "lousho.analysis.cli:stats",
+    "demo": "lousho.demo:demo",
+}
 
 
-@click.group()
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(package_name="lousho")
 def group() -> None:
     """A self-healing layer for LLM agents, on OpenTelemetry."""
-
-
-for command in (observe, sql, runs, stats, demo):
-    group.add_command(command)
 
 
 def main() -> None:

@@ -1,6 +1,34 @@
-"""analysis: runs and cases as Polars frames, statistics with exact operating characteristics."""
+"""analysis: runs and cases as Polars frames, statistics with exact operating characteristics.
 
-from lousho.analysis.cases import cases_from_failures, cases_from_recoveries
-from lousho.analysis.frames import live_revision, pass_rates, runs
+Names load on first use (PEP 562), so `lousho stats` does not pay for the store client's imports.
+"""
 
-__all__ = ["cases_from_failures", "cases_from_recoveries", "live_revision", "pass_rates", "runs"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Monitor": "lousho.analysis.live_monitor",
+    "MonitorConfig": "lousho.analysis.monitor",
+    "MonitorDecision": "lousho.analysis.monitor",
+    "cases_from_failures": "lousho.analysis.cases",
+    "cases_from_recoveries": "lousho.analysis.cases",
+    "decide": "lousho.analysis.monitor",
+    "live_revision": "lousho.analysis.frames",
+    "pass_hat_k": "lousho.analysis.stats",
+    "pass_rates": "lousho.analysis.frames",
+    "pooled_z": "lousho.analysis.stats",
+    "runs": "lousho.analysis.frames",
+    "sign_test": "lousho.analysis.stats",
+    "wilson_interval": "lousho.analysis.stats",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lousho.analysis' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

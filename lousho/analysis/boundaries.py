@@ -26,7 +26,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from lousho.analysis import _checks, _normal
@@ -223,4 +222,8 @@ def _solve(rule: str, excess: Callable[[float], float], low: float, high: float)
         return low
     if f_low * f_high > 0:
         raise BoundaryError(rule, f"the error rate does not cross its target on [{low}, {high}]")
+    # Imported here: scipy.optimize costs most of a second to import, and the seed rule never
+    # solves for a boundary, so `lousho stats monitor` with the default rule does not pay for it.
+    from scipy.optimize import brentq
+
     return float(brentq(excess, low, high, xtol=1e-10))

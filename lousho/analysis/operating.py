@@ -14,7 +14,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import brentq
 
 from lousho.analysis import _checks
 from lousho.analysis.boundaries import Boundary
@@ -132,6 +131,8 @@ def minimum_detectable_drop(boundary: Boundary, p0: float, power: float = 0.8) -
         return None
     if shortfall(p0) >= 0:
         return 0.0
+    from scipy.optimize import brentq  # slow to import; only this search needs it
+
     return p0 - float(brentq(shortfall, floor, p0, xtol=1e-6))
 
 

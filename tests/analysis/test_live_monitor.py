@@ -1,0 +1,70 @@
+"""The monitor fed from the store: real runs only, planned looks only, and its four decisions."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from agent_runs import emit_run
+
+from lousho.analysis import Monitor
+from lousho.observe import connect, instrument
+
+# 60 base runs at 0.9 (every tenth fails), then an edit.
+BASE = ["fail" if i % 10 == 9 else "pass" for i in range(60)]
+
+
+def _fill(url: str, agent: str, applied: list[str], probes: int = 0) -> datetime:
+    provider = instrument(f"monitor-{agent}", url)
+    for i, outcome in enumerate(BASE):
+        emit_run(provider, f"{agent}-base-{i}", agent=agent, revision="base", outcome=outcome)
+    provider.force_flush()
+    time.sleep(0.01)
+    applied_at = datetime.now(UTC)
+    time.sleep(0.01)
+    for i in range(probes):  # the loop's own probes on the applied revision: all pass, must not count
+        emit_run(provider, f"{agent}-probe-{i}", agent=agent, revision="applied", outcome="pass", probe=True)
+    for i, outcome in enumerate(applied):
+        emit_run(provider, f"{agent}-applied-{i}", agent=agent, revision="applied", outcome=outcome)
+        if i % 7 == 0:
+            emit_run(provider, f"{agent}-unscored-{i}", agent=agent, revision="applied", outcome="unscored")
+    provider.shutdown()
+    return applied_at
+
+
+def _monitor(url: str, agent: str, applied_at: datetime) -> Monitor:
+    return Monitor(connect(url), agent, "base", "applied", applied_at)
+
+
+@pytest.mark.system
+def test_a_real_regression_is_rolled_back_at_a_planned_look_despite_passing_probes(shared_daemon):
+    # Applied at 0.5: 10 of the first 20 fail. 60 passing probes would hide it if they counted.
+    applied = ["fail" if i % 2 else "pass" for i in range(20)]
+    applied_at = _fill(shared_daemon.url, "regressed", applied, probes=60)
+    decision = _monitor(shared_daemon.url, "regressed", applied_at).check()
+    assert decision.action == "rollback"
+    assert (decision.look, decision.runs, decision.base_passes, decision.applied_passes) == (1, 20, 18, 10)
+    assert decision.z >= 2.1 and decision.drop > 0.05
+    assert 0 < decision.false_alarm < 0.05 and decision.power > decision.false_alarm
+
+
+@pytest.mark.system
+def test_decisions_wait_for_planned_looks(shared_daemon):
+    applied = ["pass"] * 19  # one run short of the first look
+    applied_at = _fill(shared_daemon.url, "waiting", applied)
+    monitor = _monitor(shared_daemon.url, "waiting", applied_at)
+    assert monitor.check().action == "continue"
+    assert monitor.check().look is None
+    # Seven days on, still short of the last look: kept, but unverified.
+    assert monitor.check(now=applied_at + timedelta(days=7, seconds=1)).action == "kept-unverified"
+
+
+@pytest.mark.system
+def test_a_healthy_edit_is_kept_after_the_last_look(shared_daemon):
+    applied = ["fail" if i % 10 == 9 else "pass" for i in range(60)]
+    applied_at = _fill(shared_daemon.url, "healthy", applied)
+    monitor = _monitor(shared_daemon.url, "healthy", applied_at)
+    decision = monitor.check()
+    assert decision.action == "keep"
+    assert (decision.look, decision.runs) == (3, 60)

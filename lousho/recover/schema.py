@@ -1,0 +1,128 @@
+"""The run store's tables, in SQL that SQLite and Postgres both run, with append-only migrations.
+
+``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``. A released migration is never edited: a change
+is a new entry at the end. Each store applies the missing ones in one write transaction and records each in
+``schema_migrations``, so two processes opening a new file at once apply them once.
+
+Portability rules (the Postgres store shares this module):
+
+- Types are TEXT, INTEGER and REAL only. Timestamps are TEXT in one fixed-width UTC format (``store.utc_now``:
+  ``2026-05-01T12:00:00.000000Z``), so they sort and compare as strings in both databases; REAL would be a 4-byte
+  float in Postgres (about 100 s of precision on an epoch), and INTEGER is 4 bytes there (no epoch milliseconds).
+- JSON is stored as TEXT, encoded by the store (sorted keys); a row that does not decode raises
+  ``CheckpointCorrupt``. No JSON operators in SQL.
+- No AUTOINCREMENT, no WITHOUT ROWID, no partial indexes, no ``INSERT OR ...``: upserts are
+  ``ON CONFLICT (...) DO NOTHING``, which both accept.
+"""
+
+from __future__ import annotations
+
+RUN_STATUSES = ("running", "interrupted", "awaiting_approval", "finished", "failed", "stopped", "quarantined")
+RUN_KINDS = ("send", "turn")
+APPROVAL_STATUSES = ("pending", "approved", "denied")
+APPROVAL_KINDS = ("tool", "question", "sign-in")
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL
+)
+"""
+
+_RUNS = f"""
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN {_in(RUN_KINDS)}),
+    status TEXT NOT NULL CHECK (status IN {_in(RUN_STATUSES)}),
+    input TEXT NOT NULL,                 -- JSON
+    output TEXT,                         -- JSON, set when the run finishes
+    attempts INTEGER NOT NULL DEFAULT 0, -- executions begun: start counts 1, each resume 1 more
+    consecutive_failures INTEGER NOT NULL DEFAULT 0,  -- reset by every saved step (progress)
+    last_error TEXT,                     -- JSON {{message, code, category, retryable}}
+    next_attempt_at TEXT,
+    lease_owner TEXT,
+    lease_expiry TEXT,
+    lease_epoch INTEGER NOT NULL DEFAULT 0,  -- fencing token: only bump_epoch and resume raise it
+    healed_from TEXT,
+    note TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)
+"""
+
+# One row per completed step: the row is both the output and the done marker, so they commit together.
+_CHECKPOINTS = """
+CREATE TABLE checkpoints (
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    step INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    output TEXT NOT NULL,  -- JSON
+    saved_at TEXT NOT NULL,
+    epoch INTEGER NOT NULL,  -- the lease epoch of the writer that saved it
+    PRIMARY KEY (run_id, step)
+)
+"""
+
+# A ring per run: at most ``history_limit`` rows, one per slot. A save writes slot ``seq % history_limit`` in
+# place (an upsert, no DELETE), so a long run rewrites one page per save instead of inserting and trimming.
+_HISTORY = """
+CREATE TABLE checkpoint_history (
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    slot INTEGER NOT NULL,
+    seq INTEGER NOT NULL,  -- counts the run's saves: orders the ring, newest first
+    step INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    output TEXT NOT NULL,
+    saved_at TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    PRIMARY KEY (run_id, slot)
+)
+"""
+
+_APPROVALS = f"""
+CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    tool_call_id TEXT,
+    tool_name TEXT,
+    args TEXT,  -- JSON
+    kind TEXT NOT NULL CHECK (kind IN {_in(APPROVAL_KINDS)}),
+    status TEXT NOT NULL CHECK (status IN {_in(APPROVAL_STATUSES)}),
+    created_at TEXT NOT NULL,
+    resolved_at TEXT
+)
+"""
+
+_SESSIONS = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    transcript TEXT NOT NULL,  -- JSON list of messages
+    turns INTEGER NOT NULL,
+    pending_turn TEXT,         -- run id of the turn in flight, or NULL
+    version INTEGER NOT NULL,  -- optimistic concurrency: a save names the version it read
+    updated_at TEXT NOT NULL
+)
+"""
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        _RUNS,
+        # The recover loop's query (unfinished runs due now). No index by agent: each index is one more page to
+        # write on every run start and status change, and listing by agent is a rare, person-driven query.
+        "CREATE INDEX runs_by_status ON runs (status, next_attempt_at)",
+        _CHECKPOINTS,
+        _HISTORY,
+        _APPROVALS,
+        "CREATE INDEX approvals_by_run ON approvals (run_id, status)",
+        _SESSIONS,
+    ),
+)
+
+LATEST = len(MIGRATIONS)

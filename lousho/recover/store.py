@@ -1,0 +1,273 @@
+"""The run store: its contract (``RunStore``), the records it returns, and ``open(url)``.
+
+Every method is one short transaction: it either commits whole or changes nothing. Writes that change who owns
+a run, or that a stale owner must not make, are *fenced*: they carry the lease epoch their writer opened the run
+with and are one conditional write (``... WHERE id = ? AND lease_epoch = ?``, STYLE §9); when the epoch moved,
+nothing is written and ``LeaseLost`` is raised. Stores are safe to share between threads of one process; each
+process opens its own (a connection does not survive ``fork``).
+
+A backend implements ``RunStore`` structurally; tests run one suite against every backend.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from lousho.recover.errors import StoreNotBuilt, UnsupportedStoreUrl
+
+DEFAULT_URL = "sqlite:///.lousho/runs.db"
+DEFAULT_HISTORY_LIMIT = 50  # the SDK's DEFAULT_CHECKPOINT_HISTORY_LIMIT; 0 disables the history ring
+UNFINISHED = ("running", "interrupted", "awaiting_approval", "failed", "stopped", "quarantined")
+
+# Fields ``update_run`` may set. lease_epoch is not among them: only begin_attempt and bump_epoch move it.
+UPDATABLE = frozenset({
+    "status", "output", "last_error", "attempts", "consecutive_failures", "next_attempt_at",
+    "lease_owner", "lease_expiry", "note",
+})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of ``runs``. Timestamps are UTC strings in one fixed-width format (``_codec.parse_utc`` reads them)."""
+
+    id: str
+    agent: str
+    kind: str
+    status: str
+    input: Any
+    output: Any
+    attempts: int
+    consecutive_failures: int
+    last_error: dict[str, Any] | None
+    next_attempt_at: str | None
+    lease_owner: str | None
+    lease_expiry: str | None
+    lease_epoch: int
+    healed_from: str | None
+    note: str | None
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A completed step: its output is what the step returned, after a JSON round trip."""
+
+    run_id: str
+    step: int
+    name: str
+    output: Any
+    saved_at: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Approval:
+    id: str
+    run_id: str
+    tool_call_id: str | None
+    tool_name: str | None
+    args: Any
+    kind: str
+    status: str
+    created_at: str
+    resolved_at: str | None
+
+
+@dataclass(frozen=True)
+class Session:
+    """A conversation. ``version`` is the one read; 0 for a session not saved yet."""
+
+    id: str
+    agent: str
+    transcript: list[Any]
+    turns: int = 0
+    pending_turn: str | None = None
+    version: int = 0
+    updated_at: str | None = None
+
+
+class RunStore(Protocol):
+    """Durable state of runs: rows, step checkpoints with their history, approvals and sessions.
+
+    Atomicity: each method is one transaction. Idempotency is stated per method. Unknown run ids raise
+    ``RunNotFound`` from writes and give ``None`` / empty results from reads. Stored JSON that does not decode
+    raises ``CheckpointCorrupt``; a value that is not JSON raises ``OutputNotJson`` before anything is written.
+    """
+
+    location: str  # the file, or the URL with its password hidden: what hints name
+    history_limit: int
+
+    def create_run(
+        self, run_id: str, *, agent: str, kind: str, input: Any, status: str = "running", attempts: int = 0,
+    ) -> RunRecord:
+        """Insert a run at lease epoch 0. Refuses an existing id (``RunExists``), so a repeat is harmless."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def list_runs(self, statuses: Iterable[str] | None = None, agent: str | None = None) -> list[RunRecord]:
+        """Runs in creation order, optionally filtered by status and agent."""
+        ...
+
+    def update_run(self, run_id: str, *, epoch: int | None = None, **fields: Any) -> RunRecord:
+        """Set ``UPDATABLE`` fields (``next_attempt_at``/``lease_expiry`` take aware datetimes).
+
+        With ``epoch``, fenced: written only while the run is at that epoch, else ``LeaseLost``.
+        """
+        ...
+
+    def record_failure(
+        self, run_id: str, error: dict[str, Any], *, status: str | None = None,
+        next_attempt_at: datetime | None = None, count_attempt: bool = True, epoch: int | None = None,
+    ) -> RunRecord:
+        """attempts + 1 (unless ``count_attempt`` is false: the attempt was counted when it began),
+        consecutive_failures + 1, last_error = ``error``; status and next_attempt_at when given. Fenced with
+        ``epoch``. Not idempotent: each call is one more failure.
+        """
+        ...
+
+    def begin_attempt(self, run_id: str, *, epoch: int | None = None) -> RunRecord:
+        """Open a new execution of the run: one conditional write sets status ``running`` and attempts + 1.
+
+        Without ``epoch`` it also bumps lease_epoch (a takeover: any older holder is fenced out from now on).
+        With ``epoch`` (a lease already taken at that epoch) the epoch must match (``LeaseLost``) and is kept.
+        Refuses finished and stopped runs (``RunNotResumable``) and a run awaiting a pending approval
+        (``RunAwaitingApproval``); both checks sit in the same WHERE, so they cannot race a status change.
+        """
+        ...
+
+    def bump_epoch(self, run_id: str, expected: int | None = None) -> int:
+        """Compare-and-set lease_epoch from ``expected`` (or from its current value) to one more; returns it.
+
+        A mismatch raises ``LeaseLost`` (someone else moved it first). Every writer still holding an older
+        epoch is refused from this commit on. Not idempotent: each success is a new epoch.
+        """
+        ...
+
+    def save_step(self, run_id: str, step: int, name: str, output: Any, epoch: int) -> StepRecord:
+        """Record a completed step: output and done marker (the checkpoint row) in one transaction.
+
+        Fenced: the transaction starts with ``UPDATE runs ... WHERE id = ? AND lease_epoch = ?`` (which also
+        resets consecutive_failures: progress), so a writer whose epoch moved writes nothing and gets
+        ``LeaseLost``. Idempotent: if the step is recorded already, the first record stands and is returned
+        (DBOS's per-step primary key). Appends to the history ring unless ``history_limit`` is 0.
+        """
+        ...
+
+    def load_steps(self, run_id: str) -> dict[int, StepRecord]: ...
+
+    def history(self, run_id: str, limit: int = DEFAULT_HISTORY_LIMIT) -> list[StepRecord]:
+        """The newest ``limit`` entries of the run's history ring, newest first; [] when unknown."""
+        ...
+
+    def fork(self, run_id: str, from_step: int, new_id: str, note: str | None = None) -> RunRecord:
+        """A new run that re-runs ``run_id`` from ``from_step``: steps 0 .. from_step - 1 are copied, step
+        ``from_step`` on are not (DBOS ``fork_workflow(start_step)``). ``from_step`` is a recorded step or the
+        next one (``len(steps)``: copy every step and re-run the one that failed, the ``.heal`` fork).
+
+        The new run has the same agent, kind and input, status ``interrupted``, attempts 0, epoch 0,
+        ``healed_from = run_id`` and ``note``; the source is untouched. Refuses an existing ``new_id``
+        (``RunExists``, so concurrent forks make one) and any other step (``CheckpointNotFound``, listing the
+        steps kept).
+        """
+        ...
+
+    def delete_run(self, run_id: str) -> bool:
+        """Delete the run, its steps, history and approvals. Idempotent: False when there was nothing."""
+        ...
+
+    def create_approval(
+        self, run_id: str, *, tool_call_id: str | None, tool_name: str | None, args: Any, kind: str = "tool",
+        approval_id: str | None = None, pause_epoch: int | None = None,
+    ) -> Approval:
+        """A pending approval (a random id unless given; ``ApprovalExists`` on a taken one).
+
+        With ``pause_epoch`` the same transaction moves the run to ``awaiting_approval``, fenced by that epoch:
+        the approval and the pause commit together or not at all.
+        """
+        ...
+
+    def get_approval(self, approval_id: str) -> Approval | None: ...
+
+    def list_approvals(self, run_id: str | None = None, status: str | None = None) -> list[Approval]: ...
+
+    def resolve_approval(self, approval_id: str, approved: bool) -> Approval:
+        """Take-once: ``pending`` becomes ``approved``/``denied`` in one conditional write. An unknown or
+        already resolved id raises ``ApprovalNotFound``, so of two racing resolvers exactly one wins.
+        """
+        ...
+
+    def get_session(self, session_id: str) -> Session | None: ...
+
+    def save_session(self, session: Session) -> Session:
+        """Optimistic: writes only if the stored version is still ``session.version`` (0: must not exist yet);
+        otherwise ``SessionConflict``. Returns the session at its new version.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SqliteUrl:
+    path: Path
+    synchronous: str
+
+
+def parse_url(url: str) -> SqliteUrl:
+    """``sqlite:///relative/path`` or ``sqlite:////absolute/path``, optionally ``?synchronous=normal|full``."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
+        raise StoreNotBuilt(url, "postgresql")
+    if scheme != "sqlite" or parts.netloc or not url.startswith("sqlite:///") or len(parts.path) < 2:
+        raise UnsupportedStoreUrl(url)
+    query = urllib.parse.parse_qs(parts.query)
+    synchronous = query.pop("synchronous", ["normal"])[-1].lower()
+    if query or synchronous not in ("normal", "full"):
+        raise UnsupportedStoreUrl(url)
+    return SqliteUrl(Path(parts.path[1:]), synchronous)
+
+
+def check_history_limit(history_limit: object) -> None:
+    """The SDK's ``resolveHistoryLimit`` rule: a non-negative integer."""
+    if isinstance(history_limit, bool) or not isinstance(history_limit, int) or history_limit < 0:
+        raise ValueError(f"history_limit must be a non-negative integer, not {history_limit!r}")
+
+
+def open(  # shadows the builtin in this module on purpose: callers write ``store.open(url)``
+    url: str = DEFAULT_URL,
+    *,
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
+    create: bool = True,
+    fault: Callable[[str], None] | None = None,
+) -> RunStore:
+    """Open (and migrate) the run store at ``url``.
+
+    Args:
+        url: ``sqlite:///path/to/runs.db`` (default ``sqlite:///.lousho/runs.db``). ``postgresql://`` is reserved
+            for the Postgres store (``StoreNotBuilt`` until it ships); any other scheme is
+            ``UnsupportedStoreUrl``.
+        history_limit: entries kept per run in the checkpoint history ring; 0 disables it.
+        create: create the file (and its folder) when missing; when false, ``StoreMissing``.
+        fault: tests only: called with a fault point's name (``"save_step:before_commit"``...).
+    """
+    check_history_limit(history_limit)
+    parsed = parse_url(url)
+    from lousho.recover.store_sqlite import SqliteStore
+
+    return SqliteStore(
+        parsed.path, synchronous=parsed.synchronous, history_limit=history_limit, create=create, fault=fault,
+    )
+
+
+__all__ = [
+    "DEFAULT_HISTORY_LIMIT", "DEFAULT_URL", "UNFINISHED", "Approval", "RunRecord", "RunStore", "Session",
+    "StepRecord", "open", "parse_url",
+]

@@ -1,0 +1,121 @@
+"""Opening a store: URLs, the SQLite settings that make several processes safe, and schema migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from recover_support import raw_sql
+
+from lousho.errors import UsageError
+from lousho.recover import schema
+from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing, StoreNotBuilt, UnsupportedStoreUrl
+from lousho.recover.store import DEFAULT_URL, RunStore, parse_url
+from lousho.recover.store import open as open_store
+from lousho.recover.store_sqlite import BUSY_TIMEOUT_S, SqliteStore
+
+
+@pytest.mark.parametrize(
+    ("url", "path", "synchronous"),
+    [
+        (DEFAULT_URL, ".lousho/runs.db", "normal"),
+        ("sqlite:///runs.db", "runs.db", "normal"),
+        ("sqlite:////var/lib/lousho/runs.db", "/var/lib/lousho/runs.db", "normal"),
+        ("sqlite:///runs.db?synchronous=full", "runs.db", "full"),
+    ],
+)
+def test_sqlite_urls_name_a_relative_or_absolute_file(url: str, path: str, synchronous: str):
+    parsed = parse_url(url)
+    assert (parsed.path, parsed.synchronous) == (Path(path), synchronous)
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://db/runs", "runs.db", "sqlite://host/runs.db", "sqlite:///", "sqlite:///x.db?synchronous=off",
+            "sqlite:///x.db?cache=shared"],
+)
+def test_unknown_schemes_and_malformed_urls_are_unsupported(url: str):
+    with pytest.raises(UnsupportedStoreUrl) as info:
+        open_store(url)
+    assert info.value.code == "LOUSHO_STORE_UNSUPPORTED_URL" and "sqlite:///" in info.value.hint
+    assert isinstance(info.value, UsageError)
+
+
+def test_postgres_is_reserved_not_built_yet_and_the_password_is_hidden():
+    with pytest.raises(StoreNotBuilt) as info:
+        open_store("postgresql://lousho:s3cret@db.internal:5432/runs")
+    err = info.value
+    assert err.code == "LOUSHO_STORE_NOT_BUILT" and "not built yet" in err.message and "sqlite:///" in err.hint
+    assert "s3cret" not in err.message and "***" in err.message
+
+
+def test_opening_without_create_refuses_a_missing_file(tmp_path: Path):
+    missing = tmp_path / "nope" / "runs.db"
+    with pytest.raises(StoreMissing) as info:
+        open_store(f"sqlite:///{missing}", create=False)
+    assert str(missing) in info.value.hint
+    assert not missing.parent.exists()
+
+
+def test_sqlite_store_uses_wal_a_busy_timeout_and_the_chosen_synchronous(tmp_path: Path):
+    for query, expected in (("", 1), ("?synchronous=full", 2)):  # PRAGMA synchronous: 1 NORMAL, 2 FULL
+        store = open_store(f"sqlite:///{tmp_path / 'runs.db'}{query}")
+        try:
+            conn = store._conn  # the settings are per connection: read them on the store's own
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_S * 1000
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == expected
+            assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        finally:
+            store.close()
+
+
+def test_a_writer_kept_waiting_past_the_busy_timeout_gets_a_retryable_store_busy(tmp_path: Path):
+    path = tmp_path / "runs.db"
+    store = SqliteStore(path, busy_timeout_s=0.2)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+        started = time.monotonic()
+        with pytest.raises(StoreBusy) as info:
+            store.create_run("r1", agent="a", kind="send", input={})
+        assert time.monotonic() - started >= 0.2
+        assert info.value.retryable and str(path) in info.value.hint
+        blocker.execute("ROLLBACK")
+        assert store.create_run("r1", agent="a", kind="send", input={}).id == "r1"  # nothing was left half-done
+    finally:
+        blocker.close()
+        store.close()
+
+
+def test_migrations_apply_once_and_are_recorded(store: RunStore, store_url: str, open_more):
+    open_more()  # a second opener finds the schema current
+    conn = sqlite3.connect(parse_url(store_url).path)
+    try:
+        versions = [row[0] for row in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        conn.close()
+    assert versions == list(range(1, schema.LATEST + 1))
+    assert {"runs", "checkpoints", "checkpoint_history", "approvals", "sessions"} <= tables
+
+
+def test_a_store_written_by_a_newer_lousho_is_refused(store: RunStore, store_url: str, open_more):
+    raw_sql(store_url, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+            (schema.LATEST + 1, "2099-01-01T00:00:00.000000Z"))
+    with pytest.raises(SchemaTooNew) as info:
+        open_more()
+    assert info.value.found == schema.LATEST + 1 and store.location in info.value.hint
+
+
+def test_the_schema_uses_only_portable_column_types():
+    """TEXT, INTEGER and REAL only, so the Postgres store can run the same DDL."""
+    for migration in schema.MIGRATIONS:
+        for statement in migration:
+            for line in statement.splitlines():
+                words = line.split("--")[0].split()
+                if len(words) >= 2 and words[0].islower() and not line.lstrip().startswith(("CREATE", "PRIMARY")):
+                    assert words[1].rstrip(",") in ("TEXT", "INTEGER", "REAL"), line
+            for sqlite_only in ("AUTOINCREMENT", "WITHOUT ROWID", "OR REPLACE", "OR IGNORE", "PRAGMA", "STRICT"):
+                assert sqlite_only not in statement.upper(), statement

@@ -19,7 +19,13 @@ COMMANDS = {
     "sql": "lousho.observe.cli:sql",
     "runs": "lousho.observe.cli:runs",
     "stats": "lousho.analysis.cli:stats",
+    "agent": "lousho.agent.cli:agent",
+    "models": "lousho.models.cli:models",
     "demo": "lousho.demo:demo",
+}
+# Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent).
+EXTRA = {
+    "runs": ("lousho.recover.cli:pending", "lousho.agent.cli:resume", "lousho.agent.cli:approve"),
 }
 
 
@@ -31,10 +37,19 @@ class LazyGroup(click.Group):
         target = COMMANDS.get(cmd_name)
         if target is None:
             return None
-        module, attribute = target.split(":")
-        command = getattr(importlib.import_module(module), attribute)
-        assert isinstance(command, click.Command)
+        command = _load(target)
+        if isinstance(command, click.Group):
+            for extra in EXTRA.get(cmd_name, ()):
+                sub = _load(extra)
+                command.add_command(sub, sub.name)
         return command
+
+
+def _load(target: str) -> click.Command:
+    module, attribute = target.split(":")
+    command = getattr(importlib.import_module(module), attribute)
+    assert isinstance(command, click.Command)
+    return command
 
 
 @click.group(cls=LazyGroup)

@@ -2,57 +2,121 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
 
-from lousho.observe.export import instrument
-from lousho.observe.process import start_daemon
-from lousho.observe.workload import WorkloadPlan, emit_runs
+EXAMPLE = Path(__file__).parent / "agent" / "example"
 
 
 @click.command()
 @click.option("--dir", "workdir", type=click.Path(path_type=Path), default=Path(".lousho/demo"),
-              show_default=True, help="Where the demo keeps its store (emptied first).")
-@click.option("--runs", "n_runs", type=click.IntRange(min=1), default=300, show_default=True)
+              show_default=True, help="Where the demo keeps its stores and agent copy (emptied first).")
+@click.option("--runs", "n_runs", type=click.IntRange(min=1), default=200, show_default=True)
 def demo(workdir: Path, n_runs: int) -> None:
-    """Daemon, a synthetic agent workload through the OTel SDK, then the store answers."""
+    """Daemon, the reference agent on a scripted model, a killed run recovered, the store answering."""
+    from lousho.agent.loop import RunOptions
+    from lousho.agent.runner import AgentSetup, open_agent
+    from lousho.analysis import cases_from_failures, pass_rates, runs
+    from lousho.models.config import ModelConfig
+    from lousho.models.faults import Fault
+    from lousho.models.scripted import ScriptedModelServer
+    from lousho.observe import connect
+    from lousho.observe.process import start_daemon
+
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    db = workdir / "observe.duckdb"
-    _say(f"1. starting the observe daemon on a fresh store: {db}")
+    agent_dir = workdir / "agent"
+    shutil.copytree(EXAMPLE, agent_dir, ignore=shutil.ignore_patterns("__pycache__", "workspace"))
+    db, store_url = workdir / "observe.duckdb", f"sqlite:///{workdir / 'runs.db'}"
+    _say(f"1. observe daemon on a fresh store: {db}")
     daemon = start_daemon(db)
     try:
-        _say(f"   listening on {daemon.url} (OTLP/HTTP + SQL) and {daemon.grpc_target} (OTLP/gRPC)")
-        _say(f"2. {n_runs} agent runs through the OpenTelemetry SDK (invoke_agent, chat, "
-             "execute_tool spans, pass/fail scores)")
-        provider = instrument("demo-agent", daemon.url)
-        summary = emit_runs(provider, WorkloadPlan(runs=n_runs))
-        provider.shutdown()
-        _say(f"   sent {summary.spans} spans: {summary.failed} runs failed their check, "
-             f"{summary.errored} errored")
-        _say("3. lousho runs --failed --limit 10")
-        _lousho("runs", "--url", daemon.url, "--failed", "--limit", "10")
-        _say("4. lousho sql: pass rate and tokens by agent and harness revision")
-        _lousho(
-            "sql", "--url", daemon.url,
-            "SELECT agent, harness_revision, count(*) AS runs, "
-            "round(avg(passed::INT), 3) AS pass_rate, sum(input_tokens + output_tokens) AS tokens "
-            "FROM runs GROUP BY ALL ORDER BY ALL",
-        )
+        _say(f"   OTLP/HTTP + SQL on {daemon.url}, OTLP/gRPC on {daemon.grpc_target}")
+        with ScriptedModelServer(agent_dir / "model.py", seed=7) as model:
+            # Batched export for the bulk runs; `lousho agent run` exports each span as it ends.
+            setup = AgentSetup(agent_dir, ModelConfig(model.url, "scripted"), store_url, daemon.url,
+                               check_path=agent_dir / "check.py", batch_export=True)
+            _say(f"2. {n_runs} runs of the reference agent ({agent_dir}) on a scripted model at {model.url}")
+            rng = random.Random(7)
+            started = time.perf_counter()
+            with open_agent(setup, {}) as agent:
+                for i in range(n_runs):
+                    text = _task(rng, i)
+                    agent.send(text, options=RunOptions(case_id=_case(text)), setup=setup.to_payload())
+            _say(f"   done in {time.perf_counter() - started:.1f} s; every model and tool call is a durable step")
+
+            _say("3. a run is killed mid-flight (SIGKILL while the model hangs) and recovered")
+            model.inject(Fault.hang(60))
+            common = ["--model-url", model.url, "--model", "scripted", "--store", store_url, "--observe", daemon.url]
+            child = subprocess.Popen([sys.executable, "-m", "lousho", "agent", "run", str(agent_dir),
+                                      "note: milk, eggs, bread", "--run-id", "demo-killed", *common,
+                                      "--check", str(agent_dir / "check.py")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _wait_for_run(store_url, "demo-killed")
+            child.kill()
+            child.wait()
+            model.clear_faults()
+            _lousho("runs", "pending", "--store", store_url)
+            _lousho("runs", "resume", "demo-killed", *common)
+
+        _say("4. lousho runs --failed --limit 8")
+        _lousho("runs", "--url", daemon.url, "--failed", "--limit", "8")
+        store = connect(daemon.url)
+        _say("5. pass rate by harness revision (Wilson 95% interval, pass^3, tokens per passing run)")
+        rates = pass_rates(runs(store, agent="ledger"))
+        click.echo(rates)
+        _say("6. failed runs of the live revision, grouped into cases (what the improve loop learns from)")
+        cases = cases_from_failures(store, "ledger", recurring_only=True)
+        click.echo(cases.select("case_id", "count", "failed_checks", "run_ids"))
+        _say("7. lousho sql: tokens and tool calls by outcome")
+        _lousho("sql", "--url", daemon.url,
+                "SELECT status, passed, count(*) AS runs, sum(model_calls) AS model_calls, "
+                "sum(tool_calls) AS tool_calls, sum(input_tokens + output_tokens) AS tokens "
+                "FROM runs GROUP BY ALL ORDER BY ALL")
     finally:
         code = daemon.stop()
-    _say(f"5. daemon stopped with SIGTERM: drained, committed, exit code {code}")
+    _say(f"8. daemon stopped with SIGTERM: drained, committed, exit code {code}")
     if code != 0:
         raise SystemExit(code)
-    _say(f"done. The store stays at {db}: `lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"`")
+    _say(f"done. Stores: {db} (spans) and {store_url} (runs). Try: lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"")
+
+
+def _task(rng: random.Random, i: int) -> str:
+    if i % 4 == 3:
+        return "note: " + ", ".join(rng.sample(["milk", "eggs", "rice", "tea", "soap", "salt"], 2))
+    # A small set of sums, so failures recur on the same cases.
+    pairs = [(3, 4, 5), (10, 20), (7, 8, 9, 10), (1.5, 2.5), (100, 250, 50), (6, 7)]
+    numbers = pairs[rng.randrange(len(pairs))]
+    return "add " + " ".join(f"{n:g}" for n in numbers)
+
+
+def _case(text: str) -> str:
+    return text.split(":")[0].replace(" ", "-") if text.startswith("add") else "notes"
+
+
+def _wait_for_run(store_url: str, run_id: str, timeout: float = 60.0) -> None:
+    """Until the run exists in the store (it is created before its first model call, which hangs)."""
+    from lousho.recover.store import open as open_store
+
+    store = open_store(store_url)
+    try:
+        deadline = time.monotonic() + timeout
+        while store.get_run(run_id) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        store.close()
+    time.sleep(0.5)  # its model call is now in flight, answered by a hang
 
 
 def _lousho(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "lousho", *args], check=True)
+    if subprocess.run([sys.executable, "-m", "lousho", *args]).returncode != 0:
+        raise click.ClickException(f"`lousho {' '.join(args[:2])}` failed; its error is above")
 
 
 def _say(text: str) -> None:

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from conftest import get, post, sql
+from daemon_support import get, post, sql
 from google.rpc import status_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter

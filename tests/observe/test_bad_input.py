@@ -8,7 +8,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import get, post, sql
+from daemon_support import get, post, sql
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import get, post
+from daemon_support import get, post
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from otlp_bodies import chat_span, kv, new_ids, request, to_json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from conftest import get, post, sql
+from daemon_support import get, post, sql
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from otlp_bodies import chat_span, kv, new_ids, request
 

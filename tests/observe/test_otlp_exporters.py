@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import sql
+from daemon_support import sql
 
 from lousho.observe import instrument, record_score
 from lousho.observe.workload import WorkloadPlan, emit_runs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import post, sql
+from daemon_support import post, sql
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_bodies import NS, chat_span, kv, new_ids, request, to_json

@@ -8,7 +8,7 @@ import sys
 
 import grpc
 import pytest
-from conftest import get, post, sql
+from daemon_support import get, post, sql
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from otlp_bodies import chat_span, new_ids, request
 

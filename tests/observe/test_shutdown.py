@@ -7,7 +7,7 @@ import time
 
 import duckdb
 import pytest
-from conftest import get, post
+from daemon_support import get, post
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.process import start_daemon

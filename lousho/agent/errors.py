@@ -1,0 +1,34 @@
+"""Errors of the reference agent: a bad agent directory, an unknown tool, a run that cannot go on."""
+
+from __future__ import annotations
+
+from lousho.errors import LoushoError, UsageError
+
+
+class AgentDirInvalid(UsageError):
+    """The agent directory cannot be loaded; the message names the file."""
+
+    code = "LOUSHO_AGENT_DIR_INVALID"
+    hint = "an agent directory holds agent.toml, instructions.md, optional tools.py and skills/<name>/SKILL.md"
+
+
+class SkillInvalid(AgentDirInvalid):
+    code = "LOUSHO_SKILL_INVALID"
+    hint = "a SKILL.md starts with front matter: ---, a line `description: ...`, ---"
+
+
+class UnknownTool(LoushoError):
+    code = "LOUSHO_AGENT_UNKNOWN_TOOL"
+    hint = "the tools the agent knows are listed in the message; check agent.toml and tools.py"
+
+
+class RunPending(LoushoError):
+    """A session's previous turn is unfinished: resume or discard it before the next."""
+
+    code = "LOUSHO_SESSION_TURN_PENDING"
+    hint = "resume it (`lousho runs resume RUN_ID`) or discard it (session.discard_pending())"
+
+
+class ApprovalNeeded(LoushoError):
+    code = "LOUSHO_RUN_AWAITING_APPROVAL"
+    hint = "approve or deny it: `lousho runs approve RUN_ID APPROVAL_ID [--deny]`"

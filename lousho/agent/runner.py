@@ -1,0 +1,80 @@
+"""Build an Agent from flags or from a stored run: directory, model, store, telemetry, check."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lousho.agent import directory as agent_directory
+from lousho.agent.errors import AgentDirInvalid
+from lousho.agent.loop import Agent
+from lousho.agent.verdict import Check
+from lousho.models.config import ModelConfig
+from lousho.recover.store import RunStore
+
+
+@dataclass(frozen=True)
+class AgentSetup:
+    """Everything a run needs, as plain values: what the CLI builds and what a run stores to resume."""
+
+    agent_dir: Path
+    model: ModelConfig
+    store_url: str
+    observe_url: str | None = None
+    observe_token: str | None = None
+    check_path: Path | None = None
+    # False: each span is exported as it ends, so a killed process loses none of the steps it finished.
+    # True: batched, cheaper for many short runs in one process.
+    batch_export: bool = False
+
+    def to_payload(self) -> dict[str, Any]:
+        """The part of a run's input a resume needs (no secrets: the key stays in the environment)."""
+        return {"agent_dir": str(self.agent_dir), "model_url": self.model.url, "model": self.model.model,
+                "check": str(self.check_path) if self.check_path else None}
+
+
+@contextmanager
+def open_agent(setup: AgentSetup, environ: dict[str, str], store: RunStore | None = None) -> Iterator[Agent]:
+    """An Agent whose telemetry is flushed when the block ends (the last spans reach the daemon)."""
+    from lousho.recover.store import open as open_store
+
+    directory = agent_directory.load(setup.agent_dir)
+    own_store = store is None
+    run_store = store if store is not None else open_store(setup.store_url)
+    provider = None
+    if setup.observe_url:
+        from lousho.observe.export import instrument
+
+        provider = instrument(directory.name, setup.observe_url, token=setup.observe_token,
+                              batch=setup.batch_export)
+    try:
+        yield Agent(directory, setup.model.client(environ), run_store, model_name=setup.model.model,
+                    tracer_provider=provider, check=load_check(setup.check_path))
+    finally:
+        if provider is not None:
+            provider.shutdown()
+        if own_store:
+            run_store.close()
+
+
+def load_check(path: Path | None) -> Check | None:
+    """``check(input_text, output) -> Verdict`` from a Python file; None without one."""
+    if path is None:
+        return None
+    if not path.is_file():
+        raise AgentDirInvalid(f"{path}: check module missing")
+    spec = importlib.util.spec_from_file_location(f"lousho_check_{abs(hash(path))}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # deliberate: a broken check module is one clear error naming the file
+        raise AgentDirInvalid(f"{path}: failed to load: {type(e).__name__}: {e}") from None
+    check = getattr(module, "check", None)
+    if not callable(check):
+        raise AgentDirInvalid(f"{path}: defines no check(input, output) function")
+    return check

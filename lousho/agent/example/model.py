@@ -15,7 +15,9 @@ SLOPPY = 0.25
 
 def respond(request):
     text = (request.last_user or "").strip()
-    done = [m for m in request.messages if m.get("role") == "tool"]
+    # Tool results since the user's last message: earlier turns of a session have their own.
+    last_user = max((i for i, m in enumerate(request.messages) if m.get("role") == "user"), default=-1)
+    done = [m for m in request.messages[last_user + 1:] if m.get("role") == "tool"]
     if text.startswith("add"):
         numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", text)]
         if done:

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from lousho.agent.errors import AgentDirInvalid, SkillInvalid
+from lousho.agent.hooks import Hook
 from lousho.agent.tools import Tool, ToolSet
 
 DEFAULT_MAX_STEPS = 10
 MAX_INSTRUCTIONS_CHARS = 8_000
-_KEYS = {"name", "model", "max_steps", "tools", "approval", "description"}
+_KEYS = {"name", "model", "max_steps", "tools", "approval", "description", "progress_guard", "hooks"}
 _SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -43,6 +44,7 @@ class AgentDir:
     skills: tuple[Skill, ...]
     tools: ToolSet = field(compare=False)
     approval: frozenset[str] = frozenset()
+    hooks: tuple[Hook, ...] = field(default=(), compare=False)
 
     @property
     def revision(self) -> str:
@@ -94,7 +96,7 @@ def load(path: Path | str) -> AgentDir:
     return AgentDir(
         path=root.resolve(), name=str(config.get("name", root.resolve().name)),
         model=str(config.get("model", "")), max_steps=max_steps, instructions=instructions,
-        skills=skills, tools=tools, approval=frozenset(approval),
+        skills=skills, tools=tools, approval=frozenset(approval), hooks=_hooks(root, config),
     )
 
 
@@ -159,21 +161,50 @@ def _front_matter(path: Path) -> tuple[dict[str, str], str]:
     return meta, text[end + 4:].lstrip("\n")
 
 
-def _tools(root: Path, config: dict[str, Any]) -> ToolSet:
-    tools = ToolSet()
-    name = config.get("tools", "tools.py")
-    path = root / str(name)
-    if "tools" not in config and not path.exists():
-        return tools
+def _hooks(root: Path, config: dict[str, Any]) -> tuple[Hook, ...]:
+    """``hooks = "hooks.py"`` (a module defining ``hooks() -> list[Hook]``), then the progress guard
+    when ``progress_guard = N`` (its max denials) is set: last, so it sees every other hook's verdict."""
+    hooks: list[Hook] = []
+    if "hooks" in config:
+        module = _exec_module(root / str(config["hooks"]), "hooks")
+        factory = getattr(module, "hooks", None)
+        if not callable(factory):
+            raise AgentDirInvalid(f"{root / str(config['hooks'])}: defines no hooks() function")
+        made = factory()
+        if not isinstance(made, list | tuple) or not all(isinstance(h, Hook) for h in made):
+            raise AgentDirInvalid(f"{root / str(config['hooks'])}: hooks() must return a list of Hook")
+        hooks.extend(made)
+    guard = config.get("progress_guard", False)
+    if guard is not False:
+        if isinstance(guard, bool) or not isinstance(guard, int) or guard < 0:
+            raise AgentDirInvalid(f"{root / 'agent.toml'}: progress_guard is the max denials, an integer >= 0",
+                                  hint="progress_guard = 3 (the default of the source documents)")
+        from lousho.agent.progress import progress_guard
+
+        hooks.append(progress_guard(max_denials=guard))
+    return tuple(hooks)
+
+
+def _exec_module(path: Path, what: str) -> Any:
     if not path.is_file():
-        raise AgentDirInvalid(f"{path}: tools module missing")
-    spec = importlib.util.spec_from_file_location(f"lousho_agent_tools_{abs(hash(path))}", path)
+        raise AgentDirInvalid(f"{path}: {what} module missing")
+    spec = importlib.util.spec_from_file_location(f"lousho_agent_{what}_{abs(hash(path))}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # deliberate: any failure of user code becomes one clear error naming the file
         raise AgentDirInvalid(f"{path}: failed to load: {type(e).__name__}: {e}") from None
+    return module
+
+
+def _tools(root: Path, config: dict[str, Any]) -> ToolSet:
+    tools = ToolSet()
+    name = config.get("tools", "tools.py")
+    path = root / str(name)
+    if "tools" not in config and not path.exists():
+        return tools
+    module = _exec_module(path, "tools")
     for value in vars(module).values():
         marked = getattr(value, "__lousho_tool__", None)
         if isinstance(marked, Tool):

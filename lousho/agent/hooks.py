@@ -26,11 +26,17 @@ class ToolCallInfo:
 @dataclass(frozen=True)
 class Deny:
     reason: str
+    count: int | None = None  # the hook's running count of denials, for the heal.action event
 
 
 @dataclass(frozen=True)
 class Replace:
+    """Stand in for the tool's result. With ``action`` (e.g. "hint"), the replacement is a heal
+    action and is recorded as a ``heal.action`` event of that kind with ``reason``."""
+
     result: Any
+    action: str | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,7 @@ class Stop:
 
     reason: str
     code: str = "LOUSHO_RUN_STOPPED_BY_HOOK"
+    count: int | None = None
 
 
 PreDecision = Deny | Replace | Rewrite | Hint | Stop | None
@@ -90,12 +97,22 @@ def run_pre(hooks: Sequence[Hook], call: ToolCallInfo) -> PreOutcome:
     return outcome
 
 
-def run_post(hooks: Sequence[Hook], call: ToolCallInfo, result: Any) -> tuple[Any, str | None]:
-    replaced_by = None
+@dataclass
+class PostOutcome:
+    result: Any
+    replaced_by: str | None = None  # the last hook that replaced the result
+    actions: list[tuple[str, str]] = field(default_factory=list)  # (heal kind, reason)
+
+
+def run_post(hooks: Sequence[Hook], call: ToolCallInfo, result: Any) -> PostOutcome:
+    """Every post hook in order; each sees the result as the hooks before it left it."""
+    outcome = PostOutcome(result)
     for hook in hooks:
         if hook.post_tool_call is None:
             continue
-        decision = hook.post_tool_call(call, result)
+        decision = hook.post_tool_call(call, outcome.result)
         if isinstance(decision, Replace):
-            result, replaced_by = decision.result, hook.name
-    return result, replaced_by
+            outcome.result, outcome.replaced_by = decision.result, hook.name
+            if decision.action:
+                outcome.actions.append((decision.action, decision.reason))
+    return outcome

@@ -8,10 +8,12 @@ Hooks and approvals are decided again on each execution, from the same transcrip
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
 from lousho.agent import spans
@@ -20,6 +22,7 @@ from lousho.agent.errors import UnknownTool
 from lousho.agent.hooks import Deny, Hook, Replace, Stop, ToolCallInfo, run_post, run_pre
 from lousho.agent.tools import ToolContext, result_text
 from lousho.agent.verdict import Check
+from lousho.errors import LoushoError
 from lousho.models.protocol import ModelClient
 from lousho.models.result import ChatResult, ToolCall
 from lousho.recover import durable
@@ -150,68 +153,83 @@ class Agent:
             return result.to_dict()
 
     def _tool_call(self, run: DurableRun, root: Any, call: ToolCall, messages: list[dict[str, Any]]) -> str | RunResult:
-        """The text the model sees for this call, or a RunResult when the run must end here."""
+        """The text the model sees for this call, or a RunResult when the run must end here.
+
+        Each call gets one ``execute_tool`` span, carrying what the hooks did (``heal.action`` events,
+        ``lousho.tool.replaced_by_hook``, a denial as the span's error). A call that a resumed run
+        replays from its checkpoints already has its span in an earlier attempt, so it gets none.
+        """
         tool = self.directory.tools.get(call.name)
         if tool is None:
             known = sorted(self.directory.tools.tools)
             return f"error: unknown tool {call.name!r}; the tools are {known}"
         if not call.arguments_valid:
             return f"error: the arguments of {call.name} are not valid JSON: {call.raw_arguments[:200]}"
+        replaying = any(index >= run.next_step for index in run.recorded)
+        with self._tool_span(run.run_id, call, replaying) as span:
+            return self._decide_and_call(run, span, tool, call, messages)
+
+    def _decide_and_call(self, run: DurableRun, span: Any, tool: Any, call: ToolCall,
+                         messages: list[dict[str, Any]]) -> str | RunResult:
         info = ToolCallInfo(run.run_id, call.id, call.name, dict(call.arguments), tuple(messages))
         pre = run_pre(self.hooks, info)
         for hook_name, message in pre.hints:
-            spans.heal_action(root, "hint", hook_name, call.name, message)
-        if isinstance(pre.decision, Stop):
-            spans.heal_action(root, "stop", pre.decided_by or "", call.name, pre.decision.reason)
-            error = {"message": pre.decision.reason, "code": pre.decision.code, "category": None,
-                     "retryable": False}
-            run.stop(_StopError(pre.decision.reason, pre.decision.code))
+            spans.heal_action(span, "hint", hook_name, call.name, message)
+        decision = pre.decision
+        if isinstance(decision, Stop):
+            spans.heal_action(span, "stop", pre.decided_by or "", call.name, decision.reason, decision.count)
+            spans.mark_denied(span, decision.code, decision.reason)
+            error = {"message": decision.reason, "code": decision.code, "category": None, "retryable": False}
+            run.stop(_StopError(decision.reason, decision.code))
             return RunResult(run.run_id, None, "stopped", len(messages), error=error)
-        if isinstance(pre.decision, Deny):
-            spans.heal_action(root, "deny", pre.decided_by or "", call.name, pre.decision.reason)
-            return f"denied by {pre.decided_by}: {pre.decision.reason}"
-        replaced_by: str | None = None
-        if isinstance(pre.decision, Replace):
-            value: Any = pre.decision.result
-            replaced_by = pre.decided_by
-            self._replaced_span(run.run_id, call, replaced_by)
+        if isinstance(decision, Deny):
+            spans.heal_action(span, "deny", pre.decided_by or "", call.name, decision.reason, decision.count)
+            spans.mark_denied(span, "denied", decision.reason)
+            return f"denied by {pre.decided_by}: {decision.reason}"
+        if isinstance(decision, Replace):
+            value: Any = decision.result
+            span.set_attribute("lousho.tool.replaced_by_hook", pre.decided_by or "")
+            if decision.action:
+                spans.heal_action(span, decision.action, pre.decided_by or "", call.name, decision.reason)
         else:
             if self.directory.needs_approval(tool):
-                decision = self._approval(run, call, pre.arguments)
-                if isinstance(decision, RunResult):
-                    return decision
-                if decision is not None:
-                    return decision
+                waiting = self._approval(run, call, pre.arguments)
+                if waiting is not None:
+                    return waiting
             arguments = pre.arguments
-            value = run.step(f"tool:{call.name}", lambda: self._run_tool(run, call, arguments))
-        final, post_by = run_post(self.hooks, ToolCallInfo(run.run_id, call.id, call.name, pre.arguments,
-                                                              tuple(messages)), value)
-        if post_by is not None:
-            self._replaced_span(run.run_id, call, post_by)
-        text = result_text(final)
+            value = run.step(f"tool:{call.name}", lambda: self._run_tool(run, span, call, arguments))
+        post = run_post(self.hooks, ToolCallInfo(run.run_id, call.id, call.name, pre.arguments, tuple(messages)),
+                        value)
+        if post.replaced_by is not None:
+            span.set_attribute("lousho.tool.replaced_by_hook", post.replaced_by)
+            for kind, reason in post.actions:
+                spans.heal_action(span, kind, post.replaced_by, call.name, reason)
+        text = result_text(post.result)
         for _hook, message in pre.hints:
             text += f"\n\n[note] {message}"
         return text
 
-    def _run_tool(self, run: DurableRun, call: ToolCall, arguments: dict[str, Any]) -> Any:
+    @contextmanager
+    def _tool_span(self, run_id: str, call: ToolCall, replaying: bool) -> Iterator[Any]:
+        if replaying:
+            yield trace.INVALID_SPAN  # records nothing
+            return
+        with self._tracer.start_as_current_span(
+            f"execute_tool {call.name}", attributes=spans.tool_attributes(call.name, call.id, run_id),
+        ) as span:
+            yield span
+
+    def _run_tool(self, run: DurableRun, span: Any, call: ToolCall, arguments: dict[str, Any]) -> Any:
         tool = self.directory.tools.get(call.name)
         if tool is None:
             raise UnknownTool(f"unknown tool {call.name!r} in run {run.run_id}")
-        with self._tracer.start_as_current_span(
-            f"execute_tool {call.name}", attributes=spans.tool_attributes(call.name, call.id, run.run_id),
-        ) as span:
-            ctx = ToolContext(call_id=call.id, run_id=run.run_id, agent_dir=self.directory.path)
-            try:
-                value = tool.call(arguments, ctx)
-            except Exception as e:  # a tool's failure is a result the model can read, not a crash
-                spans.mark_error(span, e)
-                return f"error: {type(e).__name__}: {e}"
-            return value if _is_json(value) else str(value)
-
-    def _replaced_span(self, run_id: str, call: ToolCall, hook: str | None) -> None:
-        attrs = {**spans.tool_attributes(call.name, call.id, run_id), "lousho.tool.replaced_by_hook": hook or ""}
-        with self._tracer.start_as_current_span(f"execute_tool {call.name}", attributes=attrs):
-            pass
+        ctx = ToolContext(call_id=call.id, run_id=run.run_id, agent_dir=self.directory.path)
+        try:
+            value = tool.call(arguments, ctx)
+        except Exception as e:  # a tool's failure is a result the model can read, not a crash
+            spans.mark_error(span, e)
+            return f"error: {type(e).__name__}: {e}"
+        return value if _is_json(value) else str(value)
 
     def _approval(self, run: DurableRun, call: ToolCall, arguments: dict[str, Any]) -> str | RunResult | None:
         """None to go ahead, a text result when a person denied it, a RunResult when the run must wait."""
@@ -227,11 +245,12 @@ class Agent:
         return RunResult(run.run_id, None, "awaiting-approval", len(run.recorded), approval_id=approval_id)
 
 
-class _StopError(Exception):
+class _StopError(LoushoError):
+    """What a hook's Stop is stored as: its code, never retryable (recover() leaves the run alone)."""
+
     def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.retryable = False
+        super().__init__(message, code=code, retryable=False,
+                         hint="the run was stopped by a hook; fix the tool or the instructions, then start a new run")
 
 
 def _is_json(value: Any) -> bool:

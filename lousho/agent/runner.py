@@ -53,7 +53,7 @@ def open_agent(setup: AgentSetup, environ: dict[str, str], store: RunStore | Non
                               batch=setup.batch_export)
     try:
         yield Agent(directory, setup.model.client(environ), run_store, model_name=setup.model.model,
-                    tracer_provider=provider, check=load_check(setup.check_path))
+                    tracer_provider=provider, check=load_check(setup.check_path), hooks=directory.hooks)
     finally:
         if provider is not None:
             provider.shutdown()

@@ -71,6 +71,12 @@ def heal_action(span: Span, kind: str, hook: str, tool: str, reason: str, count:
     span.add_event("heal.action", attributes=attrs)
 
 
+def mark_denied(span: Span, error_type: str, reason: str) -> None:
+    """A denial is the tool span's error: the call was refused, not run."""
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR, reason[:500]))
+
+
 def record_verdict(span: Span, verdict: Verdict) -> None:
     value = {"pass": 1.0, "fail": 0.0}.get(verdict.status, float("nan"))
     record_score(span, "check", value if value == value else 0.0, label=verdict.status,

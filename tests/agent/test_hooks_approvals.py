@@ -39,8 +39,10 @@ def test_a_deny_hook_keeps_the_tool_from_running_and_tells_the_model(tmp_path, m
     assert _notes(agent) == ["hello"]
     shown = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"]
     assert shown[-1] == "denied by no-secrets: secrets stay out of notes"
-    events = sql(daemon.url, "SELECT events FROM spans WHERE run_id = 'deny-1' AND operation = 'invoke_agent'")
-    actions = [e["attributes"] for e in json.loads(events[0]["events"]) if e["name"] == "heal.action"]
+    denied = sql(daemon.url, "SELECT events, status_code, error_type FROM spans WHERE run_id = 'deny-1' "
+                 "AND operation = 'execute_tool' AND events IS NOT NULL")
+    assert [(d["status_code"], d["error_type"]) for d in denied] == [("ERROR", "denied")]  # the span's error
+    actions = [e["attributes"] for e in json.loads(denied[0]["events"]) if e["name"] == "heal.action"]
     assert actions == [{"heal.kind": "deny", "heal.hook": "no-secrets", "heal.tool": "write_note",
                         "heal.reason": "secrets stay out of notes"}]
 

@@ -108,6 +108,16 @@ def decode_protobuf(body: bytes) -> Decoded:
 def decode_json(body: bytes) -> Decoded:
     """OTLP/JSON: protobuf JSON mapping, but ids in hex, enums as integers, unknown keys ignored."""
     try:
+        return _decode_json(body)
+    except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as e:
+        if isinstance(e, BadPayload):
+            raise
+        # A shape no check above foresaw is still the client's malformed body, not a server error.
+        raise BadPayload(f"malformed OTLP/JSON: {type(e).__name__}: {e}") from None
+
+
+def _decode_json(body: bytes) -> Decoded:
+    try:
         doc = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BadPayload(f"body is not valid JSON: {e}") from None
@@ -116,23 +126,28 @@ def decode_json(body: bytes) -> Decoded:
     if "resourceLogs" in doc or "resourceMetrics" in doc:
         raise BadPayload("this is a logs or metrics payload; this endpoint takes traces only")
     out = Decoded()
-    resource_spans = doc.get("resourceSpans") or []
-    if not isinstance(resource_spans, list):
-        raise BadPayload("resourceSpans must be an array")
-    for rs in resource_spans:
-        if not isinstance(rs, dict):
-            raise BadPayload("each resourceSpans entry must be an object")
+    for rs in _objects(doc.get("resourceSpans"), "resourceSpans"):
         resource = _parse_part(rs.get("resource"), Resource, "resource")
-        for ss in rs.get("scopeSpans") or []:
-            if not isinstance(ss, dict):
-                raise BadPayload("each scopeSpans entry must be an object")
+        for ss in _objects(rs.get("scopeSpans"), "scopeSpans"):
             scope = _parse_part(ss.get("scope"), InstrumentationScope, "scope")
             context = _Context(resource, scope)
-            for raw in ss.get("spans") or []:
+            spans = ss.get("spans") or []
+            if not isinstance(spans, list):
+                raise BadPayload("spans must be an array")
+            for raw in spans:
                 span = _json_span(raw, out)
                 if span is not None:
                     _add_span(out, context, span)
     return out
+
+
+def _objects(value: Any, what: str) -> list[dict[str, Any]]:
+    """A JSON array of objects (absent or null: empty); anything else is not OTLP/JSON."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise BadPayload(f"{what} must be an array of objects")
+    return value
 
 
 def decode_request(request: ExportTraceServiceRequest) -> Decoded:

@@ -151,3 +151,16 @@ def test_gzip_bomb_gets_413_without_memory_growing_past_the_limit(tmp_path):
         _still_serving(daemon.url)
     finally:
         assert daemon.stop() == 0
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("body", [
+    b'{"resourceSpans": [{"scopeSpans": true}]}',
+    b'{"resourceSpans": true}',
+    b'{"resourceSpans": [{"scopeSpans": [{"spans": 5}]}]}',
+    b'{"resourceSpans": [{"resource": 5}]}',
+    b'[1, 2]',
+    b'{"resourceSpans": [[[[[[[[[[]]]]]]]]]]}',
+])
+def test_json_of_the_wrong_shape_is_400_not_500(shared_daemon, body):
+    assert post(shared_daemon.url, "/v1/traces", body, "application/json").status == 400

@@ -83,9 +83,13 @@ class Agent:
         run = durable.start(self.store, run_id, self.directory.name, "send", payload)
         return self._execute(run)
 
-    def resume(self, run_id: str) -> RunResult:
-        """Finish an interrupted run from its last checkpoint (completed steps are not repeated)."""
-        return self._execute(durable.resume(self.store, run_id))
+    def resume(self, run_id: str, epoch: int | None = None) -> RunResult:
+        """Finish an interrupted run from its last checkpoint (completed steps are not repeated).
+
+        ``epoch``: the lease epoch the caller (the recover loop) holds; without it the resume takes the
+        run over, fencing out any older runner.
+        """
+        return self._execute(durable.resume(self.store, run_id, epoch=epoch))
 
     def run_turn(self, run: DurableRun) -> RunResult:
         """Execute a durable run opened by a session (kind ``turn``)."""
@@ -124,7 +128,11 @@ class Agent:
                                           *input_messages]
         tools = self.directory.tools.schemas()
         last_text: str | None = None
+        note = run.note  # a .heal fork's diagnosis: the error quoted as data, shown before the first new call
         for step in range(self.directory.max_steps):
+            if note and run.next_step not in run.recorded:
+                messages.append({"role": "user", "content": note})
+                note = None
             chat = ChatResult.from_dict(run.step("chat", lambda: self._chat(run.run_id, messages, tools)))
             messages.append(chat.as_message())
             last_text = chat.content

@@ -18,6 +18,8 @@ class Metrics:
     commits: int = 0
     commit_seconds_sum: float = 0.0
     commit_seconds_max: float = 0.0
+    checkpoints: int = 0
+    checkpoint_seconds_sum: float = 0.0
     queue_bytes: int = 0
     queue_capacity_bytes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -50,6 +52,9 @@ class Metrics:
                 ("lousho_commit_seconds_sum", "counter", "time spent in commits",
                  self.commit_seconds_sum),
                 ("lousho_commit_seconds_max", "gauge", "slowest commit", self.commit_seconds_max),
+                ("lousho_checkpoints_total", "counter", "idle checkpoints", self.checkpoints),
+                ("lousho_checkpoint_seconds_sum", "counter", "time spent in idle checkpoints",
+                 self.checkpoint_seconds_sum),
                 ("lousho_queue_bytes", "gauge", "bytes waiting for the writer", self.queue_bytes),
                 ("lousho_queue_capacity_bytes", "gauge", "admission queue capacity",
                  self.queue_capacity_bytes),

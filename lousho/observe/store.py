@@ -21,6 +21,11 @@ from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 # shares this database instance. Arrow batches the writer registers are in memory, not files.
 _CONFIG = {"enable_external_access": False, "autoinstall_known_extensions": False,
            "autoload_known_extensions": False}
+# DuckDB checkpoints automatically inside a commit once its WAL passes a threshold (16 MiB by default):
+# that commit, and every request acked by it, waits for the whole checkpoint (seconds once the store
+# is large). The writer checkpoints when it is idle instead; this bound only caps the WAL (and crash
+# replay) under load that never lets up.
+_WRITER_CONFIG = {**_CONFIG, "checkpoint_threshold": "256MB"}
 
 _SPAN_TYPES: dict[str, pa.DataType] = {
     "key_hi": pa.uint64(),
@@ -67,7 +72,7 @@ class SpanStore:
 
     def __init__(self, path: Path, *, memory_limit: str | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        config = dict(_CONFIG)
+        config = dict(_WRITER_CONFIG)
         if memory_limit:
             config["memory_limit"] = memory_limit
         self.path = path

@@ -25,6 +25,9 @@ from lousho.observe.store import AppendResult, SpanStore
 
 logger = logging.getLogger(__name__)
 
+# Checkpoint when the queue is empty and this many request bytes were committed since the last one.
+CHECKPOINT_EVERY_BYTES = 32 * 1024 * 1024
+
 
 def is_transient(error: BaseException) -> bool:
     """Whether a failed commit may succeed when retried (I/O, locks), or is the data's fault."""
@@ -66,6 +69,7 @@ class Writer:
         self._queued_bytes = 0
         self._cond = threading.Condition()
         self._closing = False
+        self._since_checkpoint = 0  # bytes committed since the last checkpoint
         metrics.queue_capacity_bytes = capacity_bytes
         self._thread = threading.Thread(target=self._run, name="lousho-writer", daemon=True)
         self._thread.start()
@@ -158,3 +162,18 @@ class Writer:
                 with self._cond:
                     self._queued_bytes -= sum(item.nbytes for item in items)
                     self._metrics.queue_bytes = self._queued_bytes
+                    idle = not self._queue
+            self._since_checkpoint += sum(item.nbytes for item in items)
+            if idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES:
+                self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the database file while nobody waits for an ack."""
+        started = time.perf_counter()
+        try:
+            self._store.checkpoint()
+        except Exception:  # deliberate: a failed checkpoint loses nothing (the WAL keeps the data); retry later
+            logger.exception("idle checkpoint failed")
+            return
+        self._since_checkpoint = 0
+        self._metrics.add(checkpoints=1, checkpoint_seconds_sum=time.perf_counter() - started)

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean postgres
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -21,7 +21,15 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check lousho tests benchmarks
 
-test: $(STAMP) lint
+# The recover tests start a throwaway Postgres server (tests/recover/pg_support.py). Debian keeps initdb off PATH,
+# under /usr/lib/postgresql/<version>/bin; install the server package when no version is there. The Debian package
+# may start a cluster of its own on port 5432: the tests never use it (theirs runs on a free port, as `postgres`).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "initdb not found under /usr/lib/postgresql/*/bin; installing postgresql"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+test: $(STAMP) lint postgres
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

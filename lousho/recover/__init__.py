@@ -15,7 +15,9 @@ from lousho.recover.errors import (
     error_from_stored,
     stored_error,
 )
-from lousho.recover.store import DEFAULT_URL, Approval, RunRecord, RunStore, Session, StepRecord
+from lousho.recover.lease import hold as hold_lease
+from lousho.recover.loop import RecoverApp, RecoverSettings, Recovery, RecoveryLoop, TickReport, recover
+from lousho.recover.store import DEFAULT_URL, Approval, OutageState, RunRecord, RunStore, Session, StepRecord
 from lousho.recover.store import open as open_store
 
 __all__ = [
@@ -26,6 +28,11 @@ __all__ = [
     "CheckpointNotFound",
     "DurableRun",
     "LeaseLost",
+    "OutageState",
+    "RecoverApp",
+    "RecoverSettings",
+    "Recovery",
+    "RecoveryLoop",
     "RunAwaitingApproval",
     "RunDiverged",
     "RunExists",
@@ -36,8 +43,11 @@ __all__ = [
     "Session",
     "SessionConflict",
     "StepRecord",
+    "TickReport",
     "error_from_stored",
+    "hold_lease",
     "open_store",
+    "recover",
     "resume",
     "start",
     "stored_error",

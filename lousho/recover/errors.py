@@ -56,7 +56,8 @@ class UnsupportedStoreUrl(UsageError):
         self.url = redact_url(url)
         super().__init__(
             f"unsupported store URL {self.url!r}",
-            hint="use sqlite:///path/to/runs.db (three slashes: relative path, four: absolute)",
+            hint="use sqlite:///path/to/runs.db (three slashes: relative path, four: absolute) or "
+                 "postgresql://user:password@host:port/dbname",
         )
 
     __reduce__ = RecoverError.__reduce__
@@ -101,6 +102,28 @@ class StoreBusy(RecoverError):
         super().__init__(
             f"the run store {path} stayed locked for {timeout_s:g} s",
             hint=f"another process holds a long write transaction on {path}; retry, or look for a stuck writer",
+        )
+
+
+class StoreUnavailable(RecoverError):
+    """The database server cannot be reached or refused the connection (a Postgres store).
+
+    Retryable unless the server said something waiting will not fix (wrong password, no such database). Also
+    raised when the connection broke while COMMIT was in flight: the write may or may not have committed, so it
+    is not retried blindly; the caller re-reads the run before writing again.
+    """
+
+    code = "LOUSHO_STORE_UNAVAILABLE"
+    retryable = True
+
+    def __init__(self, location: str, reason: str, *, retryable: bool = True) -> None:
+        self.location = location
+        self.reason = reason
+        self.retryable = retryable
+        super().__init__(
+            f"the run store {location} is unavailable: {reason}",
+            hint=f"check that the database server of {location} is up and the URL's user, password and database "
+                 "are right",
         )
 
 
@@ -296,6 +319,43 @@ class SessionConflict(RecoverError):
             f"session {session_id!r} changed since version {expected} was read",
             hint=f"reload session {session_id} from {path} and apply the change again",
         )
+
+
+class RunNotEnded(RecoverError):
+    """The recover loop's app returned, or raised, without the run recording how its attempt ended.
+
+    The loop records this (or the app's own error) as the run's failure, so that backoff and quarantine still
+    bound an app that never opens the run (a wrong agent directory, a bug before ``durable.resume``).
+    """
+
+    code = "LOUSHO_RECOVER_RUN_NOT_ENDED"
+    retryable = True
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(
+            f"run {run_id!r}: the recover app returned with the run still {status}",
+            hint=f"the app's resume(run_id, epoch) must open run {run_id} with durable.resume(store, run_id, "
+                 "epoch=epoch) and run it to an ending (finish, fail, stop or wait for approval)",
+        )
+
+
+class AppInvalid(UsageError):
+    """``lousho recover --app MODULE:OBJ`` named nothing usable."""
+
+    code = "LOUSHO_RECOVER_APP_INVALID"
+
+    def __init__(self, spec: str, reason: str) -> None:
+        self.spec = spec
+        self.reason = reason
+        super().__init__(
+            f"--app {spec}: {reason}",
+            hint="give MODULE:OBJ where OBJ has resume(run_id, epoch), or is such a function, or a class whose "
+                 "instances (made without arguments) have it",
+        )
+
+    __reduce__ = RecoverError.__reduce__
 
 
 class LeaseLost(BaseException):

@@ -111,6 +111,25 @@ CREATE TABLE sessions (
 )
 """
 
+# The provider-outage breaker of the recover loop (seed 000 "Provider outages"), shared by every replica: one row,
+# id 'provider'. Its state lives here rather than in memory so that all replicas pause together, and the probe
+# slot is a reservation with an expiry (recovery-anchors §4, §9.5: a half-open breaker held in memory lets every
+# replica probe at once; a reservation whose holder died must free itself).
+_OUTAGE = """
+CREATE TABLE recover_outage (
+    id TEXT PRIMARY KEY,
+    failures INTEGER NOT NULL,  -- provider failures in a row, across runs and replicas; any other outcome resets it
+    paused_since TEXT,          -- NULL while closed; when the pause began, while open
+    probes INTEGER NOT NULL,    -- probes that failed since the pause began: each waits twice as long as the last
+    next_probe_at TEXT,         -- no probe starts before this
+    probe_owner TEXT,           -- the replica holding the probe slot: one probe at a time across replicas
+    probe_run TEXT,             -- the run it probes with
+    probe_expiry TEXT,          -- the slot frees itself then, should its holder die; the holder renews it
+    last_error TEXT,            -- JSON {message, code, category, retryable}: the failure that began the pause
+    updated_at TEXT NOT NULL
+)
+"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         _RUNS,
@@ -122,6 +141,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _APPROVALS,
         "CREATE INDEX approvals_by_run ON approvals (run_id, status)",
         _SESSIONS,
+    ),
+    (
+        _OUTAGE,
+        # The one row, so that every breaker write is an UPDATE of a row that exists (no insert race).
+        "INSERT INTO recover_outage (id, failures, probes, updated_at) "
+        "VALUES ('provider', 0, 0, '1970-01-01T00:00:00.000000Z')",
     ),
 )
 

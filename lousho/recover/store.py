@@ -92,6 +92,29 @@ class Session:
     updated_at: str | None = None
 
 
+@dataclass(frozen=True)
+class OutageState:
+    """The provider-outage breaker as the store holds it (one row shared by every recover() replica).
+
+    Closed while ``paused_since`` is None. Open (the loop paused) from ``paused_since``: then at most one replica
+    holds the probe slot (``probe_owner``, until ``probe_expiry``), and no probe starts before ``next_probe_at``.
+    """
+
+    failures: int
+    paused_since: str | None
+    probes: int
+    next_probe_at: str | None
+    probe_owner: str | None
+    probe_run: str | None
+    probe_expiry: str | None
+    last_error: dict[str, Any] | None
+    updated_at: str
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_since is not None
+
+
 class RunStore(Protocol):
     """Durable state of runs: rows, step checkpoints with their history, approvals and sessions.
 
@@ -135,7 +158,9 @@ class RunStore(Protocol):
     def begin_attempt(self, run_id: str, *, epoch: int | None = None) -> RunRecord:
         """Open a new execution of the run: one conditional write sets status ``running`` and attempts + 1.
 
-        Without ``epoch`` it also bumps lease_epoch (a takeover: any older holder is fenced out from now on).
+        Without ``epoch`` it also bumps lease_epoch (a takeover: any older holder is fenced out from now on) and
+        clears lease_owner and lease_expiry (the old lease means nothing now; an expired one left behind would let
+        a recover loop claim the run at once from the person who just resumed it).
         With ``epoch`` (a lease already taken at that epoch) the epoch must match (``LeaseLost``) and is kept.
         Refuses finished and stopped runs (``RunNotResumable``) and a run awaiting a pending approval
         (``RunAwaitingApproval``); both checks sit in the same WHERE, so they cannot race a status change.
@@ -211,6 +236,76 @@ class RunStore(Protocol):
         """
         ...
 
+    # --- the recover loop: leases and the outage breaker (lousho.recover.loop) ---
+    # Times are passed in (``now``), never read from the database's clock, so every replica and every test judges
+    # expiry by the same clock it scheduled with. Hosts' clocks must agree to well within a lease period; fencing
+    # keeps a skewed host from writing over a newer holder all the same (it only costs duplicated work).
+
+    def list_due(self, *, now: datetime, orphan_before: datetime, limit: int = 1000) -> list[str]:
+        """Ids of the runs ``claim_run`` would claim at ``now``, oldest first (``created_at, id``), at most ``limit``.
+
+        Claimable means all of: status ``interrupted`` or ``running``; due (``next_attempt_at`` NULL or <= now);
+        lease free (``lease_expiry`` NULL or <= now); and, for a ``running`` run without a lease owner (started
+        outside any lease, so nothing says whether its process lives), ``updated_at <= orphan_before``.
+        Quarantined, failed, stopped, finished runs and runs awaiting approval are never listed. A read: it may be
+        stale by the time it is used, which is harmless because ``claim_run`` re-checks every condition.
+        """
+        ...
+
+    def claim_run(
+        self, run_id: str, *, owner: str, lease_seconds: float, now: datetime, orphan_before: datetime,
+        due_only: bool = True,
+    ) -> RunRecord | None:
+        """Take the run's lease if it is claimable (``list_due``'s conditions; without ``due_only`` the
+        ``next_attempt_at`` condition is dropped). One conditional write: lease_owner = ``owner``, lease_expiry =
+        now + lease_seconds, lease_epoch + 1, updated_at = now. Returns the run as claimed, else None (held by a
+        live lease, not due, not pending, unknown).
+
+        The epoch bump is the fencing token (STYLE §9): every earlier holder's writes are refused from this commit
+        on. Of two racing claimers exactly one gets the record. Not idempotent: the winner's own second claim finds
+        its live lease and gets None. Renewing and releasing are fenced ``update_run`` calls at the claimed epoch
+        (``lease_expiry=...``; ``lease_owner=None, lease_expiry=None``).
+        """
+        ...
+
+    def get_outage(self) -> OutageState:
+        """The breaker as stored (closed, with 0 failures, if the row is missing)."""
+        ...
+
+    def record_outcome(
+        self, *, provider_failure: bool, now: datetime, threshold: int, first_probe_at: datetime,
+        error: dict[str, Any] | None = None,
+    ) -> tuple[OutageState, str | None]:
+        """Count one resume outcome into the breaker; one transaction. Returns the state after and the transition
+        this call made: ``"opened"``, ``"closed"`` or None.
+
+        A provider failure adds 1 to ``failures``; when the breaker is closed and ``failures`` reaches ``threshold``
+        it opens: paused_since = now, probes = 0, next_probe_at = first_probe_at, last_error = error, slot free.
+        Any other outcome (the provider answered) closes it: failures 0, paused_since, next_probe_at and the slot
+        cleared; when it was closed with 0 failures already, nothing is written (a plain read may decide that: a
+        failure committed after the read is ordered after this outcome). Not idempotent (a count).
+        """
+        ...
+
+    def reserve_probe(self, *, owner: str, now: datetime, expiry: datetime) -> bool:
+        """Take the probe slot: one conditional write that succeeds only while paused, with next_probe_at <= now
+        (or NULL) and the slot free (no owner, or its expiry <= now). True if ``owner`` now holds it until
+        ``expiry``; of two racing replicas exactly one gets True.
+        """
+        ...
+
+    def renew_probe(self, *, owner: str, expiry: datetime, run_id: str | None = None) -> bool:
+        """Extend the slot (and name the run probed, when given) while ``owner`` holds it; False otherwise."""
+        ...
+
+    def release_probe(self, *, owner: str, now: datetime, failed: bool, next_probe_at: datetime | None) -> bool:
+        """Free the slot if ``owner`` holds it (False otherwise, e.g. a success closed the breaker meanwhile).
+
+        ``failed`` (the probe met a provider failure again): probes + 1 and next_probe_at = ``next_probe_at``.
+        Otherwise probes and next_probe_at are unchanged (nothing was probed: no run was due).
+        """
+        ...
+
     def close(self) -> None: ...
 
 
@@ -251,14 +346,22 @@ def open(  # shadows the builtin in this module on purpose: callers write ``stor
     """Open (and migrate) the run store at ``url``.
 
     Args:
-        url: ``sqlite:///path/to/runs.db`` (default ``sqlite:///.lousho/runs.db``). ``postgresql://`` is reserved
-            for the Postgres store (``StoreNotBuilt`` until it ships); any other scheme is
+        url: ``sqlite:///path/to/runs.db`` (default ``sqlite:///.lousho/runs.db``), or a libpq URL
+            ``postgresql://user:password@host:port/dbname[?param=value&...]`` (also ``postgres://`` and
+            ``postgresql+psycopg://``) for the Postgres store; any libpq parameter may follow, e.g.
+            ``sslmode=require`` or ``options=-c%20search_path%3Dlousho`` for a schema of its own. Any other scheme is
             ``UnsupportedStoreUrl``.
         history_limit: entries kept per run in the checkpoint history ring; 0 disables it.
-        create: create the file (and its folder) when missing; when false, ``StoreMissing``.
+        create: create the file (and its folder), or the tables in the Postgres database, when missing; when
+            false, ``StoreMissing``. A Postgres database itself is never created: that is for its owner.
         fault: tests only: called with a fault point's name (``"save_step:before_commit"``...).
     """
     check_history_limit(history_limit)
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):  # psycopg loads only here
+        from lousho.recover.store_postgres import PostgresStore
+
+        return PostgresStore(url, history_limit=history_limit, create=create, fault=fault)
     parsed = parse_url(url)
     from lousho.recover.store_sqlite import SqliteStore
 
@@ -268,6 +371,6 @@ def open(  # shadows the builtin in this module on purpose: callers write ``stor
 
 
 __all__ = [
-    "DEFAULT_HISTORY_LIMIT", "DEFAULT_URL", "UNFINISHED", "Approval", "RunRecord", "RunStore", "Session",
-    "StepRecord", "open", "parse_url",
+    "DEFAULT_HISTORY_LIMIT", "DEFAULT_URL", "UNFINISHED", "Approval", "OutageState", "RunRecord", "RunStore",
+    "Session", "StepRecord", "open", "parse_url",
 ]

@@ -13,7 +13,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,15 @@ from lousho.recover.errors import (
     StoreBusy,
     StoreMissing,
 )
-from lousho.recover.store import UPDATABLE, Approval, RunRecord, Session, StepRecord, check_history_limit
+from lousho.recover.store import (
+    UPDATABLE,
+    Approval,
+    OutageState,
+    RunRecord,
+    Session,
+    StepRecord,
+    check_history_limit,
+)
 
 # A write transaction here is a handful of statements (~0.1 ms), so a writer waits for the lock only while others
 # commit: 10 s covers a long queue of processes, and a stuck writer still surfaces as StoreBusy, not a hang.
@@ -57,6 +65,22 @@ _STEP_COLUMNS = "run_id, step, name, output, saved_at, epoch"
 _APPROVAL_COLUMNS = "id, run_id, tool_call_id, tool_name, args, kind, status, created_at, resolved_at"
 _SESSION_COLUMNS = "id, agent, transcript, turns, pending_turn, version, updated_at"
 _TERMINAL = ("finished", "stopped")  # resume refuses these
+
+# The recover loop's claim rule (RunStore.list_due), in SQL both backends run; parameters: now, orphan_before.
+# A lease is free once it expired; a running run with no lease owner at all was started outside any lease, so only
+# its age (updated_at) says its process is gone.
+CLAIMABLE = (
+    "status IN ('interrupted', 'running') AND (lease_expiry IS NULL OR lease_expiry <= ?) "
+    "AND (status = 'interrupted' OR lease_owner IS NOT NULL OR updated_at <= ?)"
+)
+DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
+_OUTAGE_COLUMNS = (
+    "failures, paused_since, probes, next_probe_at, probe_owner, probe_run, probe_expiry, last_error, updated_at"
+)
+_OUTAGE_ROW = f"SELECT {_OUTAGE_COLUMNS} FROM recover_outage WHERE id = 'provider'"
+_CLOSED = OutageState(0, None, 0, None, None, None, None, None, "1970-01-01T00:00:00.000000Z")
+_CLEAR_PAUSE = ("paused_since = NULL, probes = 0, next_probe_at = NULL, probe_owner = NULL, probe_run = NULL, "
+                "probe_expiry = NULL")
 
 
 class SqliteStore:
@@ -273,8 +297,11 @@ class SqliteStore:
             return self._get(conn, run_id)
 
     def begin_attempt(self, run_id: str, *, epoch: int | None = None) -> RunRecord:
+        # A takeover (no epoch) also drops the old lease: its holder is fenced out, and an expired lease left
+        # behind would make the run claimable by a recover loop at once.
+        takeover = "" if epoch is not None else "lease_owner = NULL, lease_expiry = NULL, "
         sql = (
-            "UPDATE runs SET attempts = attempts + 1, status = 'running', lease_epoch = lease_epoch + ?, "
+            f"UPDATE runs SET attempts = attempts + 1, status = 'running', lease_epoch = lease_epoch + ?, {takeover}"
             "updated_at = ? WHERE id = ? AND status NOT IN ('finished', 'stopped') AND NOT ("
             "status = 'awaiting_approval' AND EXISTS ("
             "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending'))"
@@ -399,6 +426,104 @@ class SqliteStore:
             # The copies are the fork's first saves, so its history starts with them (ring-trimmed).
             self._append_history(conn, new_id, copied[-self.history_limit:] if self.history_limit else [])
             return self._get(conn, new_id)
+
+    # --- the recover loop: claims and the outage breaker ---
+
+    def list_due(self, *, now: datetime, orphan_before: datetime, limit: int = 1000) -> list[str]:
+        at = format_utc(now)
+        rows = self._read(f"SELECT id FROM runs WHERE {CLAIMABLE} AND {DUE} ORDER BY created_at, id LIMIT ?",
+                          (at, format_utc(orphan_before), at, limit))
+        return [row[0] for row in rows]
+
+    def claim_run(
+        self, run_id: str, *, owner: str, lease_seconds: float, now: datetime, orphan_before: datetime,
+        due_only: bool = True,
+    ) -> RunRecord | None:
+        at = format_utc(now)
+        sql = ("UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ? "
+               f"WHERE id = ? AND {CLAIMABLE}")
+        params = [owner, format_utc(now + timedelta(seconds=lease_seconds)), at, run_id, at,
+                  format_utc(orphan_before)]
+        if due_only:
+            sql, params = f"{sql} AND {DUE}", [*params, at]
+        # BEGIN IMMEDIATE serialises this against every other writer, so the WHERE is checked and the row changed
+        # with nothing in between: of two claimers one changes the row, the other finds the lease held.
+        with self._write("claim_run") as conn:
+            if not conn.execute(sql, params).rowcount:
+                return None
+            return self._get(conn, run_id)  # a run that does not decode rolls the claim back
+
+    def _outage(self, row: tuple[Any, ...]) -> OutageState:
+        error = decode(row[7], run_id="provider", step=None, column="last_error", location=self.location,
+                       owner="outage breaker")
+        return OutageState(row[0], row[1], row[2], row[3], row[4], row[5], row[6], error, row[8])
+
+    def get_outage(self) -> OutageState:
+        rows = self._read(_OUTAGE_ROW)
+        return self._outage(rows[0]) if rows else _CLOSED
+
+    def record_outcome(
+        self, *, provider_failure: bool, now: datetime, threshold: int, first_probe_at: datetime,
+        error: dict[str, Any] | None = None,
+    ) -> tuple[OutageState, str | None]:
+        at = format_utc(now)
+        if not provider_failure:
+            # The common case, a success with the breaker closed and no failures counted, needs no write: a
+            # replica's failure that lands after this read is simply ordered after this success.
+            current = self.get_outage()
+            if not current.paused and current.failures == 0:
+                return current, None
+        with self._write("record_outcome") as conn:
+            conn.execute("INSERT INTO recover_outage (id, failures, probes, updated_at) VALUES ('provider', 0, 0, ?) "
+                         "ON CONFLICT (id) DO NOTHING", (at,))  # a row deleted by hand comes back closed
+            before = self._outage(conn.execute(_OUTAGE_ROW).fetchone())
+            change: str | None = None
+            if provider_failure and not before.paused and before.failures + 1 >= threshold:
+                conn.execute(  # each column once: Postgres refuses a second assignment to one column
+                    "UPDATE recover_outage SET failures = failures + 1, paused_since = ?, probes = 0, "
+                    "next_probe_at = ?, probe_owner = NULL, probe_run = NULL, probe_expiry = NULL, last_error = ?, "
+                    "updated_at = ? "
+                    "WHERE id = 'provider'",
+                    (at, format_utc(first_probe_at), None if error is None else encode(error, run_id="provider"), at),
+                )
+                change = "opened"
+            elif provider_failure:
+                conn.execute("UPDATE recover_outage SET failures = failures + 1, updated_at = ? WHERE id = 'provider'",
+                             (at,))
+            elif before.failures or before.paused:
+                conn.execute(f"UPDATE recover_outage SET failures = 0, {_CLEAR_PAUSE}, last_error = NULL, "
+                             "updated_at = ? WHERE id = 'provider'", (at,))
+                change = "closed" if before.paused else None
+            else:
+                return before, None  # closed with no failures: nothing to write
+            return self._outage(conn.execute(_OUTAGE_ROW).fetchone()), change
+
+    def reserve_probe(self, *, owner: str, now: datetime, expiry: datetime) -> bool:
+        at = format_utc(now)
+        with self._write("reserve_probe") as conn:
+            return bool(conn.execute(
+                "UPDATE recover_outage SET probe_owner = ?, probe_run = NULL, probe_expiry = ?, updated_at = ? "
+                "WHERE id = 'provider' AND paused_since IS NOT NULL AND (next_probe_at IS NULL OR next_probe_at <= ?) "
+                "AND (probe_owner IS NULL OR probe_expiry <= ?)",
+                (owner, format_utc(expiry), at, at, at),
+            ).rowcount)
+
+    def renew_probe(self, *, owner: str, expiry: datetime, run_id: str | None = None) -> bool:
+        with self._write("renew_probe") as conn:
+            return bool(conn.execute(
+                "UPDATE recover_outage SET probe_expiry = ?, probe_run = COALESCE(?, probe_run) "
+                "WHERE id = 'provider' AND probe_owner = ?",
+                (format_utc(expiry), run_id, owner),
+            ).rowcount)
+
+    def release_probe(self, *, owner: str, now: datetime, failed: bool, next_probe_at: datetime | None) -> bool:
+        sets, params = "probe_owner = NULL, probe_run = NULL, probe_expiry = NULL, updated_at = ?", [format_utc(now)]
+        if failed:
+            sets += ", probes = probes + 1, next_probe_at = COALESCE(?, next_probe_at)"
+            params.append(None if next_probe_at is None else format_utc(next_probe_at))
+        with self._write("release_probe") as conn:
+            return bool(conn.execute(f"UPDATE recover_outage SET {sets} WHERE id = 'provider' AND probe_owner = ?",
+                                     (*params, owner)).rowcount)
 
     # --- approvals ---
 

@@ -1,7 +1,8 @@
 """Fixtures for the recover tests: one store fixture over every backend, real files, real child processes.
 
-``store_url`` is the one parametrised fixture: the Postgres store joins by adding its param (and a
-test-started server); every test that takes ``store`` or ``open_more`` then runs against it too.
+``store_url`` is the one parametrised fixture: every test that takes it (or ``store``, ``open_more``) runs against
+SQLite (a file in tmp_path) and Postgres (a fresh schema on one server per session, started by the tests:
+pg_support.py). The server starts on first use, so ``-k sqlite`` never starts it.
 """
 
 from __future__ import annotations
@@ -11,18 +12,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_support import PgServer, postgres_server
 
 from lousho.recover.store import RunStore
 from lousho.recover.store import open as open_store
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One throwaway Postgres for the session (initdb costs seconds; a schema per test costs milliseconds)."""
+    with postgres_server() as server:
+        yield server
 
 
 @pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"  # tmp_path is absolute: sqlite:////tmp/...
-    raise AssertionError(f"no fixture for backend {request.param}")
+        yield f"sqlite:///{tmp_path / 'runs.db'}"  # tmp_path is absolute: sqlite:////tmp/...
+    elif request.param == "postgres":
+        server: PgServer = request.getfixturevalue("pg_server")
+        with server.fresh_schema() as url:
+            yield url
+    else:
+        raise AssertionError(f"no fixture for backend {request.param}")
 
 
 @pytest.fixture
@@ -45,3 +59,10 @@ def open_more(store_url: str) -> Iterator[Callable[..., RunStore]]:
 @pytest.fixture
 def store(open_more: Callable[..., RunStore]) -> RunStore:
     return open_more()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """Postgres-only tests: the URL of a fresh, empty schema on the session's server."""
+    with pg_server.fresh_schema() as url:
+        yield url

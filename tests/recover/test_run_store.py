@@ -284,7 +284,8 @@ def test_corrupt_step_output_raises_checkpoint_corrupt_naming_the_run_step_and_f
 
 def test_corrupt_run_input_raises_checkpoint_corrupt_not_a_json_error(store: RunStore, store_url: str):
     store.create_run("r1", agent="a", kind="send", input={})
-    raw_sql(store_url, "UPDATE runs SET input = ? WHERE id = ?", ("\x00garbage", "r1"))
+    # \x01, not \x00: a Postgres text value cannot hold a NUL byte at all, so no store can meet one there.
+    raw_sql(store_url, "UPDATE runs SET input = ? WHERE id = ?", ("\x01garbage", "r1"))
     with pytest.raises(CheckpointCorrupt, match="r1") as info:
         store.get_run("r1")
     assert info.value.column == "input" and info.value.step is None

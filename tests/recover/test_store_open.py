@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-from recover_support import raw_sql
+from pg_support import free_port
+from recover_support import raw_sql, table_names
 
 from lousho.errors import UsageError
 from lousho.recover import schema
-from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing, StoreNotBuilt, UnsupportedStoreUrl
+from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing, StoreUnavailable, UnsupportedStoreUrl
 from lousho.recover.store import DEFAULT_URL, RunStore, parse_url
 from lousho.recover.store import open as open_store
 from lousho.recover.store_sqlite import BUSY_TIMEOUT_S, SqliteStore
@@ -42,12 +43,20 @@ def test_unknown_schemes_and_malformed_urls_are_unsupported(url: str):
     assert isinstance(info.value, UsageError)
 
 
-def test_postgres_is_reserved_not_built_yet_and_the_password_is_hidden():
-    with pytest.raises(StoreNotBuilt) as info:
-        open_store("postgresql://lousho:s3cret@db.internal:5432/runs")
+@pytest.mark.parametrize("template", [
+    "postgresql://lousho:s3cret@127.0.0.1:{port}/runs",
+    "postgres://lousho@127.0.0.1:{port}/runs?password=s3cret&sslmode=disable",
+    "postgresql+psycopg://lousho:s3cret@127.0.0.1:{port}/runs",
+])
+def test_postgres_urls_open_the_postgres_store_and_an_unreachable_server_is_retryable_without_the_password(
+    template: str,
+):
+    url = template.format(port=free_port())  # nothing listens there: connection refused
+    with pytest.raises(StoreUnavailable) as info:
+        open_store(url)
     err = info.value
-    assert err.code == "LOUSHO_STORE_NOT_BUILT" and "not built yet" in err.message and "sqlite:///" in err.hint
-    assert "s3cret" not in err.message and "***" in err.message
+    assert err.code == "LOUSHO_STORE_UNAVAILABLE" and err.retryable and "127.0.0.1" in err.hint
+    assert "s3cret" not in err.message + err.hint and "***" in err.location
 
 
 def test_opening_without_create_refuses_a_missing_file(tmp_path: Path):
@@ -91,14 +100,9 @@ def test_a_writer_kept_waiting_past_the_busy_timeout_gets_a_retryable_store_busy
 
 def test_migrations_apply_once_and_are_recorded(store: RunStore, store_url: str, open_more):
     open_more()  # a second opener finds the schema current
-    conn = sqlite3.connect(parse_url(store_url).path)
-    try:
-        versions = [row[0] for row in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    finally:
-        conn.close()
+    versions = [row[0] for row in raw_sql(store_url, "SELECT version FROM schema_migrations ORDER BY version")]
     assert versions == list(range(1, schema.LATEST + 1))
-    assert {"runs", "checkpoints", "checkpoint_history", "approvals", "sessions"} <= tables
+    assert {"runs", "checkpoints", "checkpoint_history", "approvals", "sessions"} <= table_names(store_url)
 
 
 def test_a_store_written_by_a_newer_lousho_is_refused(store: RunStore, store_url: str, open_more):

@@ -1,0 +1,70 @@
+"""Rows to records and values to columns: pure helpers for the SQL store backends.
+
+The column lists fix the order every ``SELECT`` uses, so a row tuple maps to a record by position. (The SQLite
+store predates this module and keeps private copies of the same helpers; behaviour is identical by design.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lousho.recover import schema
+from lousho.recover._codec import decode, encode, format_utc, parse_utc
+from lousho.recover.store import Approval, RunRecord, Session, StepRecord
+
+RUN_COLUMNS = (
+    "id, agent, kind, status, input, output, attempts, consecutive_failures, last_error, next_attempt_at, "
+    "lease_owner, lease_expiry, lease_epoch, healed_from, note, created_at, updated_at"
+)
+STEP_COLUMNS = "run_id, step, name, output, saved_at, epoch"
+APPROVAL_COLUMNS = "id, run_id, tool_call_id, tool_name, args, kind, status, created_at, resolved_at"
+SESSION_COLUMNS = "id, agent, transcript, turns, pending_turn, version, updated_at"
+TERMINAL = ("finished", "stopped")  # resume refuses these
+
+
+def run_record(row: tuple[Any, ...], location: str) -> RunRecord:
+    run_id = row[0]
+
+    def json_of(text: str | None, column: str) -> Any:
+        return decode(text, run_id=run_id, step=None, column=column, location=location)
+
+    return RunRecord(
+        id=run_id, agent=row[1], kind=row[2], status=row[3], input=json_of(row[4], "input"),
+        output=json_of(row[5], "output"), attempts=row[6], consecutive_failures=row[7],
+        last_error=json_of(row[8], "last_error"), next_attempt_at=row[9], lease_owner=row[10],
+        lease_expiry=row[11], lease_epoch=row[12], healed_from=row[13], note=row[14], created_at=row[15],
+        updated_at=row[16],
+    )
+
+
+def step_record(row: tuple[Any, ...], location: str) -> StepRecord:
+    output = decode(row[3], run_id=row[0], step=row[1], column="output", location=location)
+    return StepRecord(run_id=row[0], step=row[1], name=row[2], output=output, saved_at=row[4], epoch=row[5])
+
+
+def approval_record(row: tuple[Any, ...], location: str) -> Approval:
+    args = decode(row[4], run_id=row[1], step=None, column=f"args of approval {row[0]}", location=location)
+    return Approval(*row[:4], args, *row[5:])
+
+
+def session_record(row: tuple[Any, ...], location: str) -> Session:
+    transcript = decode(row[2], run_id=row[0], step=None, column="transcript", location=location, owner="session")
+    return Session(row[0], row[1], transcript, row[3], row[4], row[5], row[6])
+
+
+def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def column_value(run_id: str, name: str, value: Any) -> Any:
+    """A python value as the ``runs`` column ``name`` stores it."""
+    if name in ("output", "last_error"):
+        return None if value is None else encode(value, run_id=run_id)
+    if name in ("next_attempt_at", "lease_expiry"):
+        if isinstance(value, str):
+            value = parse_utc(value)  # validates the stored format
+        return None if value is None else format_utc(value)
+    if name == "status":
+        check_choice("status", value, schema.RUN_STATUSES)
+    return value

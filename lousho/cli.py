@@ -21,11 +21,13 @@ COMMANDS = {
     "stats": "lousho.analysis.cli:stats",
     "agent": "lousho.agent.cli:agent",
     "models": "lousho.models.cli:models",
+    "recover": "lousho.recover.recover_cli:recover_command",
     "demo": "lousho.demo:demo",
 }
 # Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent).
 EXTRA = {
-    "runs": ("lousho.recover.cli:pending", "lousho.agent.cli:resume", "lousho.agent.cli:approve"),
+    "runs": ("lousho.recover.cli:pending", "lousho.recover.cli:outage", "lousho.agent.cli:resume",
+             "lousho.agent.cli:approve"),
 }
 
 

@@ -38,13 +38,17 @@ def agent() -> None:
               help="A Python file defining check(input, output) -> Verdict; the verdict goes on the run's span.")
 @click.option("--run-id", default=None, help="The durable run id (default: a fresh one).")
 @click.option("--case", "case_id", default=None, help="The case this run answers (lousho.case.id).")
+@click.option("--lease-seconds", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="If this process dies, `lousho recover` may take the run over this long after its last heartbeat.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def run(agent_dir: Path, text: str, model_url: str | None, model_name: str | None, model_key_env: str,
         model_timeout: float, store_url: str, observe_url: str | None, token: str | None,
-        check_path: Path | None, run_id: str | None, case_id: str | None, as_json: bool) -> None:
-    """Run AGENT_DIR once on TEXT, durably: if the process dies, `lousho runs resume RUN_ID` finishes it."""
+        check_path: Path | None, run_id: str | None, case_id: str | None, lease_seconds: float,
+        as_json: bool) -> None:
+    """Run AGENT_DIR once on TEXT, durably: if the process dies, `lousho runs resume RUN_ID` (or a running
+    `lousho recover`) finishes it."""
     setup = AgentSetup(agent_dir, model_config(model_url, model_name, model_key_env, model_timeout), store_url,
-                       observe_url, token, check_path)
+                       observe_url, token, check_path, lease_seconds=lease_seconds)
     with open_agent(setup, dict(os.environ)) as a:
         result = a.send(text, run_id=run_id, options=RunOptions(case_id=case_id), setup=setup.to_payload())
     _print(result, as_json)

@@ -25,7 +25,7 @@ from lousho.agent.verdict import Check
 from lousho.errors import LoushoError
 from lousho.models.protocol import ModelClient
 from lousho.models.result import ChatResult, ToolCall
-from lousho.recover import durable
+from lousho.recover import durable, lease
 from lousho.recover.durable import DurableRun
 from lousho.recover.store import RunStore
 
@@ -68,6 +68,7 @@ class Agent:
     hooks: Sequence[Hook] = ()
     check: Check | None = None
     provider_name: str = "openai"
+    lease_seconds: float = lease.LEASE_SECONDS
     _tracer: Tracer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -81,7 +82,7 @@ class Agent:
         payload = {"messages": [{"role": "user", "content": text}], "text": text,
                    "agent_dir": str(self.directory.path), "options": options.to_dict(), "setup": setup or {}}
         run = durable.start(self.store, run_id, self.directory.name, "send", payload)
-        return self._execute(run)
+        return self._held(run)
 
     def resume(self, run_id: str, epoch: int | None = None) -> RunResult:
         """Finish an interrupted run from its last checkpoint (completed steps are not repeated).
@@ -89,11 +90,19 @@ class Agent:
         ``epoch``: the lease epoch the caller (the recover loop) holds; without it the resume takes the
         run over, fencing out any older runner.
         """
-        return self._execute(durable.resume(self.store, run_id, epoch=epoch))
+        run = durable.resume(self.store, run_id, epoch=epoch)
+        # Under a loop's lease the loop renews it; otherwise this process holds one of its own.
+        return self._execute(run) if epoch is not None else self._held(run)
 
     def run_turn(self, run: DurableRun) -> RunResult:
         """Execute a durable run opened by a session (kind ``turn``)."""
-        return self._execute(run)
+        return self._held(run)
+
+    def _held(self, run: DurableRun) -> RunResult:
+        """Execute holding a lease with a heartbeat: if this process dies, recover() may claim the run once
+        the lease lapses (``lease_seconds``, 60 by default), never while this process is alive and renewing it."""
+        with lease.hold(self.store, run, owner=lease.default_owner("agent"), seconds=self.lease_seconds):
+            return self._execute(run)
 
     # --- one execution of a run ---
 

@@ -22,7 +22,8 @@ class AgentApp:
     """Resumes a run with the reference agent, under the lease epoch the loop holds.
 
     Configuration comes from the environment the CLI runs in (this object is what the CLI builds):
-    ``LOUSHO_STORE`` (the run store, as for ``lousho recover --store``), ``LOUSHO_OBSERVE`` (export
+    the run store is the loop's (``lousho recover --store`` calls ``use_store_url``; else
+    ``LOUSHO_STORE``), ``LOUSHO_OBSERVE`` (export
     spans there), ``LOUSHO_MODEL_URL`` / ``LOUSHO_MODEL`` (override the model the run stored), and the
     API key variable the model names.
     """
@@ -30,6 +31,10 @@ class AgentApp:
     def __init__(self, store: RunStore | str | None = None, environ: Mapping[str, str] | None = None) -> None:
         self.environ = dict(os.environ if environ is None else environ)
         self._store = store if store is not None else self.environ.get("LOUSHO_STORE", DEFAULT_URL)
+
+    def use_store_url(self, url: str) -> None:
+        """``lousho recover --store URL`` calls this, so the app resumes runs of the loop's store."""
+        self._store = url
 
     def resume(self, run_id: str, epoch: int) -> RunResult:
         store = open_store(self._store) if isinstance(self._store, str) else self._store

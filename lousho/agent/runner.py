@@ -30,6 +30,8 @@ class AgentSetup:
     # False: each span is exported as it ends, so a killed process loses none of the steps it finished.
     # True: batched, cheaper for many short runs in one process.
     batch_export: bool = False
+    # How long a run this process holds stays claimable by nobody else after its last heartbeat.
+    lease_seconds: float = 60.0
 
     def to_payload(self) -> dict[str, Any]:
         """The part of a run's input a resume needs (no secrets: the key stays in the environment)."""
@@ -53,7 +55,8 @@ def open_agent(setup: AgentSetup, environ: dict[str, str], store: RunStore | Non
                               batch=setup.batch_export)
     try:
         yield Agent(directory, setup.model.client(environ), run_store, model_name=setup.model.model,
-                    tracer_provider=provider, check=load_check(setup.check_path), hooks=directory.hooks)
+                    tracer_provider=provider, check=load_check(setup.check_path), hooks=directory.hooks,
+                    lease_seconds=setup.lease_seconds)
     finally:
         if provider is not None:
             provider.shutdown()

@@ -51,19 +51,19 @@ def demo(workdir: Path, n_runs: int) -> None:
                     agent.send(text, options=RunOptions(case_id=_case(text)), setup=setup.to_payload())
             _say(f"   done in {time.perf_counter() - started:.1f} s; every model and tool call is a durable step")
 
-            _say("3. a run is killed mid-flight (SIGKILL while the model hangs) and recovered")
+            _say("3. a run is killed mid-flight (SIGKILL while the model hangs); the recover loop finishes it")
             model.inject(Fault.hang(60))
             common = ["--model-url", model.url, "--model", "scripted", "--store", store_url, "--observe", daemon.url]
             child = subprocess.Popen([sys.executable, "-m", "lousho", "agent", "run", str(agent_dir),
                                       "note: milk, eggs, bread", "--run-id", "demo-killed", *common,
-                                      "--check", str(agent_dir / "check.py")],
+                                      "--check", str(agent_dir / "check.py"), "--lease-seconds", "2"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _wait_for_run(store_url, "demo-killed")
             child.kill()
             child.wait()
             model.clear_faults()
             _lousho("runs", "pending", "--store", store_url)
-            _lousho("runs", "resume", "demo-killed", *common)
+            _recover_until_finished(store_url, "demo-killed", daemon.url)
 
         _say("4. lousho runs --failed --limit 8")
         _lousho("runs", "--url", daemon.url, "--failed", "--limit", "8")
@@ -85,6 +85,31 @@ def demo(workdir: Path, n_runs: int) -> None:
     if code != 0:
         raise SystemExit(code)
     _say(f"done. Stores: {db} (spans) and {store_url} (runs). Try: lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"")
+
+
+def _recover_until_finished(store_url: str, run_id: str, observe_url: str, timeout: float = 60.0) -> None:
+    """Run the recover loop (as `lousho recover --app lousho.agent.recoverable:AgentApp` would) until
+    the killed run is finished: its lease lapses, the loop claims it and resumes it."""
+    from lousho.agent.recoverable import AgentApp
+    from lousho.recover import open_store, recover
+
+    store = open_store(store_url)
+    app = AgentApp(store_url, environ={"LOUSHO_OBSERVE": observe_url})
+    recovered: list[str] = []
+    handle = recover(store, app, interval=0.5, on_recovered=recovered.append)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and run_id not in recovered:
+            time.sleep(0.2)
+    finally:
+        handle.stop()
+    record = store.get_run(run_id)
+    store.close()
+    status = record.status if record else "missing"
+    click.echo(f"   recover(): on_recovered({run_id!r}); status {status}, attempt {record.attempts if record else 0}, "
+               f"output {(record.output or {}).get('text') if record else None!r}")
+    if run_id not in recovered:
+        raise click.ClickException(f"the recover loop did not finish {run_id} within {timeout:g} s")
 
 
 def _task(rng: random.Random, i: int) -> str:

@@ -18,7 +18,8 @@ def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_clean
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "60 runs of the reference agent" in out
-    assert "1 unfinished run" in out and "run demo-killed: stop" in out and "saved 3 notes" in out
+    assert "1 unfinished run" in out and "on_recovered('demo-killed'); status finished" in out
+    assert "saved 3 notes" in out
     assert "sum-correct" in out  # failures grouped into cases
     assert "exit code 0" in out
     assert (tmp_path / "demo" / "observe.duckdb").exists()

@@ -60,12 +60,16 @@ class PgLoopMethods:
         due_only: bool = True,
     ) -> RunRecord | None:
         at = format_utc(now)
-        sql = ("UPDATE runs SET lease_owner = %s, lease_expiry = %s, lease_epoch = lease_epoch + 1, updated_at = %s "
-               f"WHERE id = %s AND {_CLAIMABLE}")
+        # FOR UPDATE SKIP LOCKED: a replica whose run another replica is claiming this instant moves on
+        # at once instead of queueing on the row lock; the locked row is re-read current, so the
+        # conditions hold for the version updated.
+        where = f"id = %s AND {_CLAIMABLE}"
         params = [owner, format_utc(now + timedelta(seconds=lease_seconds)), at, run_id, at,
                   format_utc(orphan_before)]
         if due_only:
-            sql, params = f"{sql} AND {_DUE}", [*params, at]
+            where, params = f"{where} AND {_DUE}", [*params, at]
+        sql = ("UPDATE runs SET lease_owner = %s, lease_expiry = %s, lease_epoch = lease_epoch + 1, updated_at = %s "
+               f"WHERE id = (SELECT id FROM runs WHERE {where} FOR UPDATE SKIP LOCKED)")
 
         def claim(cur: Cursor) -> RunRecord | None:
             if not cur.execute(sql, params).rowcount:

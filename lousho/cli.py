@@ -62,8 +62,14 @@ def group() -> None:
 
 def main() -> None:
     """Entry point: user-facing errors print one clear line (and a hint), never a traceback."""
+    run(group)
+
+
+def run(command: click.Command, args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """Run a click command the way every lousho entry point does: a LoushoError prints
+    ``error CODE: message`` and its hint, exit 1 (2 for usage errors); no traceback."""
     try:
-        group.main(standalone_mode=False)
+        command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)

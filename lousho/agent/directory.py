@@ -166,7 +166,7 @@ def _hooks(root: Path, config: dict[str, Any]) -> tuple[Hook, ...]:
     when ``progress_guard = N`` (its max denials) is set: last, so it sees every other hook's verdict."""
     hooks: list[Hook] = []
     if "hooks" in config:
-        module = _exec_module(root / str(config["hooks"]), "hooks")
+        module = exec_module(root / str(config["hooks"]), "hooks")
         factory = getattr(module, "hooks", None)
         if not callable(factory):
             raise AgentDirInvalid(f"{root / str(config['hooks'])}: defines no hooks() function")
@@ -185,7 +185,8 @@ def _hooks(root: Path, config: dict[str, Any]) -> tuple[Hook, ...]:
     return tuple(hooks)
 
 
-def _exec_module(path: Path, what: str) -> Any:
+def exec_module(path: Path, what: str) -> Any:
+    """Execute a Python file of the agent directory; any failure is one AgentDirInvalid naming it."""
     if not path.is_file():
         raise AgentDirInvalid(f"{path}: {what} module missing")
     spec = importlib.util.spec_from_file_location(f"lousho_agent_{what}_{abs(hash(path))}", path)
@@ -204,7 +205,7 @@ def _tools(root: Path, config: dict[str, Any]) -> ToolSet:
     path = root / str(name)
     if "tools" not in config and not path.exists():
         return tools
-    module = _exec_module(path, "tools")
+    module = exec_module(path, "tools")
     for value in vars(module).values():
         marked = getattr(value, "__lousho_tool__", None)
         if isinstance(marked, Tool):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,15 +67,7 @@ def load_check(path: Path | None) -> Check | None:
     """``check(input_text, output) -> Verdict`` from a Python file; None without one."""
     if path is None:
         return None
-    if not path.is_file():
-        raise AgentDirInvalid(f"{path}: check module missing")
-    spec = importlib.util.spec_from_file_location(f"lousho_check_{abs(hash(path))}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # deliberate: a broken check module is one clear error naming the file
-        raise AgentDirInvalid(f"{path}: failed to load: {type(e).__name__}: {e}") from None
+    module = agent_directory.exec_module(path, "check")
     check = getattr(module, "check", None)
     if not callable(check):
         raise AgentDirInvalid(f"{path}: defines no check(input, output) function")

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from lousho.errors import LoushoError, UsageError
+from lousho.errors import UsageError
 from lousho.models.client import ChatClient
 from lousho.models.config import ModelConfig
 
@@ -90,16 +90,6 @@ def model_client(config: ModelConfig) -> ChatClient:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m lousho.models``: the group alone, with lousho's error printing (one line and a hint)."""
-    try:
-        models.main(args=argv, prog_name="lousho models", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except LoushoError as e:
-        click.echo(f"error {e.code}: {e.message}", err=True)
-        if e.hint:
-            click.echo(f"hint: {e.hint}", err=True)
-        sys.exit(2 if isinstance(e, UsageError) else 1)
+    from lousho.cli import run
+
+    run(models, argv, prog_name="lousho models")

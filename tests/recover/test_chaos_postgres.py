@@ -62,7 +62,7 @@ class Replicas:
         self._files.append(log)
         proc = subprocess.Popen(
             [sys.executable, "-m", "lousho", "recover", "--app", "tests.recover.chaos_app:App", "--store", self.url,
-             "--interval", "0.2", "--lease-seconds", "2", "--log-level", "warning"],
+             "--interval", "0.2", "--lease-seconds", "2", "--log-level", "info"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         return proc
@@ -78,6 +78,14 @@ class Replicas:
     def died_on_their_own(self) -> list[str]:
         return [self.log_of(p) for p in self.procs if p.poll() is not None and p.pid not in self.killed
                 and p.returncode != 0]
+
+    def wait_ready(self, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+        """Until the replica's loop runs (its signal handlers are installed): a replacement started a moment
+        ago would otherwise die of SIGTERM's default action before it could drain and exit 0."""
+        path = self.logs / f"replica-{self.procs.index(proc)}.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None and "recovering runs of" not in path.read_text():
+            time.sleep(0.05)
 
     def log_of(self, proc: subprocess.Popen[bytes]) -> str:
         index = self.procs.index(proc)
@@ -144,6 +152,7 @@ def test_replicas_killed_at_random_recover_every_run_exactly_once(pg_url: str, t
         elapsed = time.monotonic() - started
         survivors = replicas.alive()
         for proc in survivors:
+            replicas.wait_ready(proc)
             proc.send_signal(signal.SIGTERM)
         for proc in survivors:
             proc.wait(30)

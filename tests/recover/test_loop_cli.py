@@ -44,11 +44,25 @@ def resume(run_id, epoch):
 '''
 
 
-def recover_process(tmp_path: Path, store_url: str, *args: str) -> subprocess.Popen[str]:
+def recover_process(tmp_path: Path, store_url: str, *args: str, log: Path | None = None) -> subprocess.Popen[str]:
+    """``lousho recover`` in a child; with ``log``, its stderr goes to that file (readable while it runs)."""
     code = "from lousho.recover.recover_cli import recover_command; recover_command(prog_name='lousho recover')"
     env = {"LEDGER_STORE": store_url, "LEDGER_FILE": str(tmp_path / "ledger.txt"), "PATH": "/usr/bin:/bin"}
-    return subprocess.Popen([sys.executable, "-c", code, "--app", "ledger_app:resume", "--store", store_url, *args],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stderr = log.open("w") if log is not None else subprocess.PIPE
+    try:
+        return subprocess.Popen([sys.executable, "-c", code, "--app", "ledger_app:resume", "--store", store_url,
+                                 *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    finally:
+        if log is not None:
+            stderr.close()
+
+
+def wait_ready(child: subprocess.Popen[str], log: Path, timeout: float = 60.0) -> None:
+    """Until the loop runs with its signal handlers installed: a child signalled while still importing
+    would die of the signal's default action instead of draining."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and child.poll() is None and "recovering runs of" not in log.read_text():
+        time.sleep(0.05)
 
 
 @pytest.mark.slow
@@ -59,14 +73,17 @@ def test_two_recover_processes_finish_every_run_once_and_exit_0_on_sigterm_and_s
     try:
         for i in range(30):
             interrupted_run(store, f"r{i:02d}")
-        children = [recover_process(tmp_path, store_url, "--interval", "0.2") for _ in range(2)]
+        logs = [tmp_path / f"recover-{n}.log" for n in range(2)]
+        children = [recover_process(tmp_path, store_url, "--interval", "0.2", log=log) for log in logs]
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and {r.status for r in store.list_runs()} != {"finished"}:
                 time.sleep(0.1)
-            for child, sig in zip(children, (signal.SIGTERM, signal.SIGINT), strict=True):
+            for child, sig, log in zip(children, (signal.SIGTERM, signal.SIGINT), logs, strict=True):
+                wait_ready(child, log)
                 child.send_signal(sig)
-            outputs = [child.communicate(timeout=60) for child in children]
+            outputs = [(child.communicate(timeout=60)[0], log.read_text())
+                       for child, log in zip(children, logs, strict=True)]
         finally:
             for child in children:
                 if child.poll() is None:

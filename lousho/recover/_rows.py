@@ -1,7 +1,7 @@
 """Rows to records and values to columns: pure helpers for the SQL store backends.
 
-The column lists fix the order every ``SELECT`` uses, so a row tuple maps to a record by position. (The SQLite
-store predates this module and keeps private copies of the same helpers; behaviour is identical by design.)
+The column lists fix the order every ``SELECT`` uses, so a row tuple maps to a record by position; both the
+SQLite and the Postgres store use them.
 """
 
 from __future__ import annotations

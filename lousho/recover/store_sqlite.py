@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from lousho.recover import _rows as rows
 from lousho.recover import schema
-from lousho.recover._codec import decode, encode, format_utc, parse_utc, utc_now
+from lousho.recover._codec import decode, encode, format_utc, utc_now
 from lousho.recover.errors import (
     ApprovalExists,
     ApprovalNotFound,
@@ -57,14 +58,14 @@ BUSY_TIMEOUT_S = 10.0
 # NORMAL's), for a guarantee beyond the one asked of the store.
 SYNCHRONOUS = ("normal", "full")
 
-_RUN_COLUMNS = (
-    "id, agent, kind, status, input, output, attempts, consecutive_failures, last_error, next_attempt_at, "
-    "lease_owner, lease_expiry, lease_epoch, healed_from, note, created_at, updated_at"
-)
-_STEP_COLUMNS = "run_id, step, name, output, saved_at, epoch"
-_APPROVAL_COLUMNS = "id, run_id, tool_call_id, tool_name, args, kind, status, created_at, resolved_at"
-_SESSION_COLUMNS = "id, agent, transcript, turns, pending_turn, version, updated_at"
-_TERMINAL = ("finished", "stopped")  # resume refuses these
+# Shared with the Postgres store: the column orders rows map by, and rows to records.
+_RUN_COLUMNS = rows.RUN_COLUMNS
+_STEP_COLUMNS = rows.STEP_COLUMNS
+_APPROVAL_COLUMNS = rows.APPROVAL_COLUMNS
+_SESSION_COLUMNS = rows.SESSION_COLUMNS
+_TERMINAL = rows.TERMINAL
+_check_choice = rows.check_choice
+_column_value = rows.column_value
 
 # The recover loop's claim rule (RunStore.list_due), in SQL both backends run; parameters: now, orphan_before.
 # A lease is free once it expired; a running run with no lease owner at all was started outside any lease, so only
@@ -190,26 +191,13 @@ class SqliteStore:
     # --- rows to records ---
 
     def _run(self, row: tuple[Any, ...]) -> RunRecord:
-        run_id = row[0]
-
-        def json_of(text: str | None, column: str) -> Any:
-            return decode(text, run_id=run_id, step=None, column=column, location=self.location)
-
-        return RunRecord(
-            id=run_id, agent=row[1], kind=row[2], status=row[3], input=json_of(row[4], "input"),
-            output=json_of(row[5], "output"), attempts=row[6], consecutive_failures=row[7],
-            last_error=json_of(row[8], "last_error"), next_attempt_at=row[9], lease_owner=row[10],
-            lease_expiry=row[11], lease_epoch=row[12], healed_from=row[13], note=row[14], created_at=row[15],
-            updated_at=row[16],
-        )
+        return rows.run_record(row, self.location)
 
     def _step(self, row: tuple[Any, ...]) -> StepRecord:
-        output = decode(row[3], run_id=row[0], step=row[1], column="output", location=self.location)
-        return StepRecord(run_id=row[0], step=row[1], name=row[2], output=output, saved_at=row[4], epoch=row[5])
+        return rows.step_record(row, self.location)
 
     def _approval(self, row: tuple[Any, ...]) -> Approval:
-        args = decode(row[4], run_id=row[1], step=None, column=f"args of approval {row[0]}", location=self.location)
-        return Approval(*row[:4], args, *row[5:])
+        return rows.approval_record(row, self.location)
 
     def _get(self, conn: sqlite3.Connection, run_id: str) -> RunRecord:
         row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -611,21 +599,3 @@ class SqliteStore:
         return Session(session.id, session.agent, decode(text, run_id=session.id, step=None, column="transcript",
                                                          location=self.location, owner="session"),
                        session.turns, session.pending_turn, session.version + 1, now)
-
-
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-
-
-def _column_value(run_id: str, name: str, value: Any) -> Any:
-    """A python value as the ``runs`` column ``name`` stores it."""
-    if name in ("output", "last_error"):
-        return None if value is None else encode(value, run_id=run_id)
-    if name in ("next_attempt_at", "lease_expiry"):
-        if isinstance(value, str):
-            value = parse_utc(value)  # validates the stored format
-        return None if value is None else format_utc(value)
-    if name == "status":
-        _check_choice("status", value, schema.RUN_STATUSES)
-    return value

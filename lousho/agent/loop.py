@@ -38,6 +38,8 @@ class RunResult:
     steps: int
     approval_id: str | None = None
     error: dict[str, Any] | None = None
+    # The transcript after the system prompt, for whoever judges or studies the run (the improve probe).
+    messages: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -147,14 +149,14 @@ class Agent:
             last_text = chat.content
             if not chat.tool_calls:
                 run.finish({"text": chat.content, "finish_reason": "stop", "messages": messages[1:]})
-                return RunResult(run.run_id, chat.content, "stop", step + 1)
+                return RunResult(run.run_id, chat.content, "stop", step + 1, messages=tuple(messages[1:]))
             for call in chat.tool_calls:
                 outcome = self._tool_call(run, root, call, messages)
                 if isinstance(outcome, RunResult):
                     return outcome
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome})
         run.finish({"text": last_text, "finish_reason": "max-steps", "messages": messages[1:]})
-        return RunResult(run.run_id, last_text, "max-steps", self.directory.max_steps)
+        return RunResult(run.run_id, last_text, "max-steps", self.directory.max_steps, messages=tuple(messages[1:]))
 
     def _chat(self, run_id: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         with self._tracer.start_as_current_span(

@@ -23,6 +23,7 @@ COMMANDS = {
     "models": "lousho.models.cli:models",
     "recover": "lousho.recover.recover_cli:recover_command",
     "demo": "lousho.demo:demo",
+    "improve": "lousho.improve.cli:improve",
 }
 # Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent).
 EXTRA = {

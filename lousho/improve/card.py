@@ -1,0 +1,53 @@
+"""``format_improve_result``: the plain-text review card of one step.
+
+Model text (editor summaries, the diff's added lines, reasons quoting them) passes through
+``injection.plain_text``: a card shows no links, images or HTML from a model.
+"""
+
+from __future__ import annotations
+
+from lousho.improve.injection import plain_text
+from lousho.improve.result import ImproveResult
+
+
+def format_improve_result(result: ImproveResult, *, width: int = 100) -> str:
+    lines = [f"lousho improve: {'PROPOSAL' if result.outcome == 'proposal' else 'KEEP BASE'}",
+             f"  agent     {result.agent_dir}"]
+    if result.base_revision:
+        lines.append(f"  base      {result.base_revision}")
+    if result.revision:
+        lines.append(f"  proposal  {result.revision} ({result.chosen})")
+    lines.append(f"  reason    {_clip(plain_text(result.reason), width * 3)}")
+    if result.error:
+        lines.append(f"  error     {result.error['code']}")
+        if result.error.get("hint"):
+            lines.append(f"  hint      {result.error['hint']}")
+    for flag in result.flags:
+        lines.append(f"  FLAG      {plain_text(flag)}")
+    if result.decisions:
+        lines.append("")
+        lines.append("decisions")
+        for d in result.decisions:
+            reason = _clip(plain_text(d.reason), width)
+            lines.append(f"  {d.kind:<12} {_clip(d.subject, 20):<20} {d.outcome:<14} {reason}")
+            if d.kind == "gate":
+                for row in d.evidence.get("rows", []):
+                    rerun = (f", rerun {row['rerun_base']} -> {row['rerun_candidate']} of 3"
+                             if row.get("rerun_base") is not None else "")
+                    lines.append(f"      {row['label']:<18} {row['base']} -> {row['candidate']} of {row['runs']}"
+                                 f"  {row['verdict']}{rerun}")
+                for rate in d.evidence.get("error_rates", []):
+                    lines.append(f"      error rate  {rate['rule']}: {rate['meaning']} = {rate['value']:.3f}"
+                                 f" ({rate['at']}; {rate['method']})")
+    c = result.cost
+    lines += ["", f"cost  {c.requests} model requests, {c.tokens} tokens, {c.agent_runs} agent runs, "
+                  f"{c.editor_requests} editor requests (replayed from the cache: {c.cached_runs} runs, "
+                  f"{c.cached_editor_calls} editor calls)"]
+    if result.diff:
+        lines += ["", "diff"] + [f"  {plain_text(line)}" for line in result.diff.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,29 @@
+"""Errors of the improve step. Each ends a step with outcome keep-base and this code as its reason."""
+
+from __future__ import annotations
+
+from lousho.errors import LoushoError, UsageError
+
+
+class ImproveError(LoushoError):
+    code = "LOUSHO_IMPROVE_FAILED"
+
+
+class CheckModuleInvalid(UsageError):
+    code = "LOUSHO_IMPROVE_CHECK_INVALID"
+    hint = "a check module defines check(input, output) -> Verdict, and optionally cases() and probe()"
+
+
+class CheckRaised(ImproveError):
+    code = "LOUSHO_IMPROVE_CHECK_RAISED"
+    hint = "fix the check module: check() must return a Verdict for every output, including None"
+
+
+class NoCases(UsageError):
+    code = "LOUSHO_IMPROVE_NO_CASES"
+    hint = "give cases(): the check module's cases() or failed runs of the live revision in the store"
+
+
+class ProbeFailed(ImproveError):
+    code = "LOUSHO_IMPROVE_PROBE_FAILED"
+    hint = "the agent's model could not be reached or answered garbage; check --model-url and the model's logs"

@@ -1,0 +1,134 @@
+"""The probe: run one case under one harness, judge it, and return the run as a RunRecord.
+
+The boundary is ``probe(harness_dir, case, repeat) -> RunRecord`` (DESIGN §6). A check module may
+define its own; without one, :class:`AgentProbe` runs the reference agent on a throwaway copy of
+the agent directory. A probe owns the side effects of the tools it runs: ``create_shadow_hook``
+keeps every tool not named read-only from running at all.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from lousho.agent import directory as agent_directory
+from lousho.agent.hooks import Hook, Replace, ToolCallInfo
+from lousho.agent.loop import Agent, RunOptions
+from lousho.agent.verdict import Check, Verdict
+from lousho.improve.errors import CheckRaised
+from lousho.improve.records import Case, RunRecord
+from lousho.models.config import ModelConfig
+from lousho.models.errors import ProviderError
+from lousho.models.protocol import Message, ModelClient, Tool
+from lousho.models.result import ChatResult
+
+
+class Probe(Protocol):
+    def __call__(self, harness_dir: Path, case: Case, repeat: int) -> RunRecord: ...
+
+
+def create_shadow_hook(read_only: Sequence[str] = ()) -> Hook:
+    """A hook under which only the ``read_only`` tools run; every other call gets a stand-in result.
+
+    The model still sees a plausible reply, so the run goes on, but nothing the tool would have done
+    (send, write, delete) happens during a probe.
+    """
+    allowed = frozenset(read_only)
+
+    def pre(call: ToolCallInfo) -> Replace | None:
+        if call.tool in allowed:
+            return None
+        return Replace(f"ok (shadow: {call.tool} was not run because this is a probe)", action="shadow",
+                       reason=f"{call.tool} is not read-only")
+
+    return Hook("shadow", pre_tool_call=pre)
+
+
+def judge(check: Check, case: Case, output: str | None) -> Verdict:
+    """The check's verdict; a check that raises or returns something else stops the step (CheckRaised)."""
+    try:
+        verdict = check(case.input, output)
+    except Exception as e:  # deliberate: user code; any failure is one clear error naming the case
+        raise CheckRaised(f"check raised on case {case.id}: {type(e).__name__}: {e}") from None
+    if not isinstance(verdict, Verdict):
+        raise CheckRaised(f"check returned {type(verdict).__name__} on case {case.id}, not a Verdict")
+    return verdict
+
+
+@dataclass
+class _Counting:
+    """A model client that counts its requests and tokens (one per run, so no lock is needed)."""
+
+    inner: ModelClient
+    requests: int = 0
+    tokens: int = 0
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[Tool] | None = None, *,
+                 temperature: float | None = None, seed: int | None = None,
+                 max_tokens: int | None = None) -> ChatResult:
+        self.requests += 1
+        result = self.inner.complete(messages, tools, temperature=temperature, seed=seed, max_tokens=max_tokens)
+        self.tokens += result.usage.total_tokens
+        return result
+
+
+@dataclass
+class AgentProbe:
+    """The default probe: the reference agent on ``harness_dir`` with ``model``, judged by ``check``.
+
+    Each run gets its own SQLite checkpoint store in ``work_dir`` (a temporary directory by default),
+    so probe runs never mix with the agent's real runs, and its root span is marked ``probe`` should
+    telemetry be on. ``read_only`` (when given) adds :func:`create_shadow_hook` to the agent's hooks.
+    """
+
+    model: ModelConfig
+    check: Check
+    environ: Mapping[str, str] = field(default_factory=dict)
+    read_only: Sequence[str] | None = None
+    work_dir: Path | None = None
+    client_factory: Callable[[], ModelClient] | None = None
+
+    def __call__(self, harness_dir: Path, case: Case, repeat: int) -> RunRecord:
+        from lousho.recover.store import open as open_store
+
+        directory = agent_directory.load(harness_dir)
+        hooks: tuple[Hook, ...] = directory.hooks
+        if self.read_only is not None:
+            hooks = (*hooks, create_shadow_hook(self.read_only))
+        client = _Counting(self.client_factory() if self.client_factory else self.model.client(self.environ))
+        with tempfile.TemporaryDirectory(prefix="lousho-probe-", dir=self.work_dir) as tmp:
+            store = open_store(f"sqlite:///{Path(tmp) / 'runs.db'}")
+            try:
+                agent = Agent(directory, client, store, model_name=self.model.model, hooks=hooks)
+                run_id = f"probe-{uuid.uuid4().hex[:16]}"
+                try:
+                    result = agent.send(case.input, run_id=run_id, options=RunOptions(case_id=case.id, probe=True))
+                except ProviderError as e:
+                    return RunRecord(case.id, directory.revision, repeat, "cannot-score", tokens=client.tokens,
+                                     requests=client.requests, finish_reason="error", error=f"{e.code}: {e.message}")
+            finally:
+                store.close()
+        return record_of(case, directory.revision, repeat, self.check, result.output, result.finish_reason,
+                         tokens=client.tokens, requests=client.requests, messages=result.messages,
+                         error=(result.error or {}).get("message") if result.error else None)
+
+
+def record_of(case: Case, revision: str, repeat: int, check: Check, output: str | None, finish_reason: str, *,
+              tokens: int, requests: int, messages: Sequence[dict[str, Any]] = (),
+              error: str | None = None) -> RunRecord:
+    """Judge a finished run. A run a hook stopped failed; one waiting for a person cannot be scored."""
+    if finish_reason == "awaiting-approval":
+        return RunRecord(case.id, revision, repeat, "cannot-score", output=output, tokens=tokens, requests=requests,
+                         finish_reason=finish_reason, error="the run waits for a person's approval",
+                         messages=tuple(messages))
+    if finish_reason in ("stop", "max-steps"):
+        verdict = judge(check, case, output)
+    else:
+        verdict = Verdict("fail", explanation=error or f"the run ended {finish_reason}")
+    return RunRecord(case.id, revision, repeat, verdict.status, output=output, failed_check=verdict.failed_check,
+                     explanation=verdict.explanation, tokens=tokens, requests=requests, finish_reason=finish_reason,
+                     error=error, messages=tuple(messages))

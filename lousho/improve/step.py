@@ -1,0 +1,434 @@
+"""One improvement step, ``improve_agent()`` (seed §3.2, §3.3): it proposes an edit or keeps the base,
+and writes nothing to the agent directory.
+
+1. Run the training cases on the current harness; stop if all pass.
+2. The invariant and domain editors (k of each with ``proposers``) propose from the failed runs; each
+   proposal is probed on the same cases.
+3. The composer merges what the probes support, or nothing changes.
+4. The gate judges the composed harness on fresh runs; if it fails, each editor's own improving
+   harness is tried through the same checks, cheapest first. With ``mode="seq"`` each of k rounds
+   edits the last round's checkpoint and the checkpoints are gated, newest first. With ``select``
+   every candidate is gated and a blind selector picks among those that passed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from lousho.agent import directory as agent_directory
+from lousho.agent.verdict import Check
+from lousho.analysis.gates import DEFAULT_RULES, GateRules
+from lousho.errors import LoushoError
+from lousho.improve import injection
+from lousho.improve.cache import Cache, CachedClient, Ledger
+from lousho.improve.check_module import CheckModule, load_check_module, module_cases
+from lousho.improve.composer import Probed, compose
+from lousho.improve.editors import EditorSpec, Evidence, Proposal, run_editor
+from lousho.improve.errors import CheckModuleInvalid, ImproveError, NoCases, ProbeFailed
+from lousho.improve.gate import SEARCH_REPEATS, Gate, GateDecision
+from lousho.improve.harness import Harness, diff, read_harness
+from lousho.improve.probe import AgentProbe
+from lousho.improve.records import Case, Recovery, RunRecord
+from lousho.improve.result import Cost, Decision, ImproveResult
+from lousho.improve.runner import Runner
+from lousho.improve.selector import select_harness
+from lousho.improve.store_cases import cases_from_store
+from lousho.models.config import ModelConfig
+from lousho.models.protocol import ModelClient
+
+Mode = Literal["default", "seq"]
+QuotedChecks = Literal["reject", "flag"]
+FailureNames = Literal["real", "none", "shuffled"]
+Progress = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    name: str
+    harness: Harness
+    tokens_per_pass: float = float("inf")
+
+
+def improve_agent(
+    agent_dir: str | Path,
+    check: str | Path | ModuleType | CheckModule | Check,
+    *,
+    model: ModelConfig | None = None,
+    editor_model: ModelConfig | None = None,
+    cases: Sequence[Case | str | Mapping[str, Any]] | None = None,
+    recoveries: Sequence[Recovery] = (),
+    observe: str | Path | None = None,
+    observe_token: str | None = None,
+    recurring_only: bool = False,
+    lessons: Sequence[str] = (),
+    proposers: int = 1,
+    mode: Mode = "default",
+    select: bool = False,
+    parallel: bool = False,
+    cache_dir: str | Path | None = None,
+    cached_probe: bool = False,
+    quoted_checks: QuotedChecks = "reject",
+    failure_names: FailureNames = "real",
+    rules: GateRules = DEFAULT_RULES,
+    environ: Mapping[str, str] | None = None,
+    editor_client: ModelClient | None = None,
+    progress: Progress | None = None,
+) -> ImproveResult:
+    """One step on ``agent_dir`` judged by ``check``; never raises for a problem of the inputs or of a
+    model: the result is then ``keep-base`` with the reason and ``error`` (code, message, hint)."""
+    root = Path(agent_dir)
+    step: _Step | None = None
+    try:
+        _check_options(proposers, mode, quoted_checks, failure_names)
+        step = _Step(root, load_check_module(check), model, editor_model, cases, tuple(recoveries),
+                     (observe, observe_token, recurring_only) if observe is not None else None, tuple(lessons),
+                     proposers, mode, select, parallel, Path(cache_dir) if cache_dir else None, cached_probe,
+                     quoted_checks, failure_names, rules, dict(os.environ if environ is None else environ),
+                     editor_client, progress or (lambda _: None))
+        return step.run()
+    except LoushoError as e:
+        reason = f"the step could not run: {e.message}"
+        error = {"code": e.code, "message": e.message, "hint": e.hint}
+        if step is None or not hasattr(step, "ledger"):
+            return ImproveResult("keep-base", reason, str(root), error=error)
+        return dataclasses.replace(step._result("keep-base", reason, None), error=error)
+
+
+def _check_options(proposers: int, mode: str, quoted: str, names: str) -> None:
+    if isinstance(proposers, bool) or not isinstance(proposers, int) or not 1 <= proposers <= 4:
+        raise CheckModuleInvalid(f"proposers={proposers!r}: expected 1 to 4", code="LOUSHO_IMPROVE_OPTION_INVALID",
+                                 hint="proposers is k editors of each role, from 1 to 4")
+    for name, value, allowed in (("mode", mode, ("default", "seq")), ("quoted_checks", quoted, ("reject", "flag")),
+                                 ("failure_names", names, ("real", "none", "shuffled"))):
+        if value not in allowed:
+            raise CheckModuleInvalid(f"{name}={value!r}: expected one of {allowed}",
+                                     code="LOUSHO_IMPROVE_OPTION_INVALID", hint=f"{name} is one of {allowed}")
+
+
+@dataclasses.dataclass
+class _Step:
+    root: Path
+    module: CheckModule
+    model: ModelConfig | None
+    editor_model: ModelConfig | None
+    given_cases: Sequence[Any] | None
+    recoveries: tuple[Recovery, ...]
+    observe: tuple[str | Path, str | None, bool] | None
+    lessons: tuple[str, ...]
+    proposers: int
+    mode: Mode
+    select: bool
+    parallel: bool
+    cache_dir: Path | None
+    cached_probe: bool
+    quoted_checks: QuotedChecks
+    failure_names: FailureNames
+    rules: GateRules
+    environ: dict[str, str]
+    editor_client: ModelClient | None
+    progress: Progress
+    decisions: list[Decision] = dataclasses.field(default_factory=list)
+    flags: list[str] = dataclasses.field(default_factory=list)
+
+    def run(self) -> ImproveResult:
+        agent_directory.load(self.root)  # the whole directory must load, not only its harness
+        self.base = read_harness(self.root)
+        self.cache = Cache(self.cache_dir, probes=self.cached_probe)
+        self.ledger = Ledger()
+        training, held_out = self._cases()
+        self.training, self.held_out = training, held_out
+        self.labels = {c.id: f"training case {i}" for i, c in enumerate(training, 1)}
+        self.labels.update({c.id: f"held-out case {i}" for i, c in enumerate(held_out, 1)})
+        held_ids = {c.id for c in held_out}
+        self.recoveries = tuple(r for r in self.recoveries if r.case_id not in held_ids)
+        with tempfile.TemporaryDirectory(prefix="lousho-improve-") as work:
+            self.runner = Runner(self.root, Path(work), self._probe(Path(work)), self._probe_id(), self.cache,
+                                 self.ledger)
+            try:
+                result = self._search()
+            finally:
+                self.cache.append_ledger(self.ledger, {"agent_dir": str(self.root), "base": self.base.revision})
+        return result
+
+    # --- inputs ---
+
+    def _cases(self) -> tuple[list[Case], list[Case]]:
+        if self.given_cases is not None:
+            try:
+                cases = [Case.from_value(v, i) for i, v in enumerate(self.given_cases)]
+            except TypeError as e:
+                raise CheckModuleInvalid(f"cases: {e}") from None
+        else:
+            cases = module_cases(self.module)
+        if self.observe is not None:
+            target, token, recurring = self.observe
+            held = [c.id for c in cases if c.held_out]
+            stored, recoveries = cases_from_store(target, agent_directory.load(self.root).name,
+                                                  recurring_only=recurring, held_out=held, token=token)
+            known = {c.input for c in cases}
+            cases += [c for c in stored if c.input not in known]
+            self.recoveries += tuple(recoveries)
+        training = [c for c in cases if not c.held_out]
+        if not training:
+            raise NoCases("no training cases: every case is held out, or there are none")
+        return training, [c for c in cases if c.held_out]
+
+    def _probe(self, work: Path) -> Any:
+        if self.module.probe is not None:
+            return self.module.probe
+        if self.model is None:
+            raise CheckModuleInvalid("no model for the agent and no probe() in the check module",
+                                     code="LOUSHO_IMPROVE_NO_MODEL", hint="pass --model-url and --model")
+        return AgentProbe(self.model, self.module.check, self.environ, read_only=self.module.read_only, work_dir=work)
+
+    def _probe_id(self) -> str:
+        if self.module.probe is not None:
+            return f"probe:{self.module.name}"
+        assert self.model is not None
+        return f"agent:{self.model.url}:{self.model.model}"
+
+    def _editor(self) -> ModelClient:
+        inner = self.editor_client
+        config = self.editor_model or self.model
+        if inner is None:
+            if config is None:
+                raise CheckModuleInvalid("no model for the editors", code="LOUSHO_IMPROVE_NO_MODEL",
+                                         hint="pass --editor-model-url and --editor-model (or --model-url, --model)")
+            inner = config.client(self.environ)
+        return CachedClient(inner, self.cache, self.ledger, config.model if config else "editor")
+
+    # --- the search ---
+
+    def _search(self) -> ImproveResult:
+        self.progress("running the training cases on the current harness")
+        base_runs = self.runner.run_many(self.base, self.training, SEARCH_REPEATS)
+        scored = sum(r.status != "cannot-score" for rs in base_runs.values() for r in rs)
+        if scored == 0:
+            errors = sorted({r.error or "" for rs in base_runs.values() for r in rs})
+            raise ProbeFailed(f"no run of the current harness could be scored: {'; '.join(errors)[:300]}")
+        self._note("search", "current harness", "ran", f"{scored} of {_count(base_runs)} runs scored",
+                   {self.labels[k]: f"{_passes(v)}/{len(v)}" for k, v in base_runs.items()})
+        if all(r.passed for rs in base_runs.values() for r in rs):
+            return self._keep(f"all {len(self.training)} training cases passed every run on the current harness")
+        if not any(r.status == "fail" for rs in base_runs.values() for r in rs):
+            return self._keep("no training run failed its check (the others could not be scored)")
+        self.failed_names = sorted({r.failed_check for rs in base_runs.values() for r in rs if r.failed_check}
+                                   | {n for c in self.training for n in c.failed_checks})
+        editor = self._editor()
+        if self.mode == "seq":
+            candidates = self._seq_rounds(editor, base_runs)
+        else:
+            candidates = self._one_round(editor, base_runs)
+        if not candidates:
+            return self._keep(self._no_candidate_reason)
+        return self._judge(editor, candidates)
+
+    def _one_round(self, editor: ModelClient, base_runs: dict[str, list[RunRecord]]) -> list[Candidate]:
+        specs = [EditorSpec(role, i, self.proposers) for i in range(1, self.proposers + 1)
+                 for role in ("invariant", "domain")]
+        proposals = self._propose(editor, specs, self.base, self._evidence(base_runs, ()))
+        probed = self._probe_all(proposals, base_runs)
+        composition = compose(self.base, probed)
+        self._note("compose", "composer", "merged" if composition.harness else "nothing", composition.reason,
+                   {"merged_from": list(composition.merged_from), "conflicts": list(composition.conflicts)})
+        if composition.harness is None or composition.harness.revision == self.base.revision:
+            self._no_candidate_reason = (composition.reason if composition.harness is None
+                                         else "the edits changed nothing")
+            return []
+        composed = next((p for p in probed if p.harness.revision == composition.harness.revision), None)
+        cost = composed.tokens_per_pass if composed else float("inf")
+        candidates = [Candidate("composed", composition.harness, cost)]
+        # Fallbacks: each editor's own harness that improved a case, cheapest first.
+        fallbacks = sorted((p for p in probed if p.gains > 0 and p.harness.revision != composition.harness.revision),
+                           key=lambda p: (p.tokens_per_pass, len(diff(self.base, p.harness)), p.name))
+        seen = {composition.harness.revision}
+        for p in fallbacks:
+            if p.harness.revision not in seen:
+                seen.add(p.harness.revision)
+                candidates.append(Candidate(p.name, p.harness, p.tokens_per_pass))
+        return candidates
+
+    def _seq_rounds(self, editor: ModelClient, base_runs: dict[str, list[RunRecord]]) -> list[Candidate]:
+        checkpoint, runs = self.base, base_runs
+        earlier: list[str] = []
+        checkpoints: list[Candidate] = []
+        self._no_candidate_reason = "no round produced a checkpoint"
+        for round_no in range(1, self.proposers + 1):
+            specs = [EditorSpec(role, 1, 1, round_no) for role in ("invariant", "domain")]
+            proposals = self._propose(editor, specs, checkpoint, self._evidence(runs, tuple(earlier)))
+            probed = self._probe_all(proposals, runs, checkpoint)
+            composition = compose(checkpoint, probed)
+            self._note("compose", f"round {round_no}", "merged" if composition.harness else "nothing",
+                       composition.reason, {"merged_from": list(composition.merged_from)})
+            if composition.harness is None or composition.harness.revision == checkpoint.revision:
+                break
+            summaries = "; ".join(f"{p.editor}: {p.summary}" for p in proposals if p.editor in composition.merged_from)
+            earlier.append(f"{diff(checkpoint, composition.harness)}\n{summaries}")
+            checkpoint = composition.harness
+            runs = self.runner.run_many(checkpoint, self.training, SEARCH_REPEATS)
+            passes = sum(_passes(v) for v in runs.values())
+            checkpoints.append(Candidate(f"checkpoint {round_no}", checkpoint,
+                                         _tokens_per_pass(runs)))
+            self._note("checkpoint", f"round {round_no}", "made", f"{passes} of {_count(runs)} training runs pass",
+                       {"revision": checkpoint.revision})
+            if all(r.passed for rs in runs.values() for r in rs):
+                break
+        return list(reversed(checkpoints))  # newest first: each refines the one before
+
+    def _propose(self, editor: ModelClient, specs: Sequence[EditorSpec], base: Harness,
+                 evidence: Evidence) -> list[Proposal]:
+        self.progress(f"{len(specs)} editors proposing")
+        if self.parallel:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lousho-editor") as pool:
+                proposals = list(pool.map(lambda s: run_editor(s, base, evidence, editor), specs))
+        else:
+            proposals = [run_editor(s, base, evidence, editor) for s in specs]
+        for p in proposals:
+            outcome = "error" if p.error else "edit" if p.changed else "no edit"
+            self._note("editor", p.editor, outcome, p.error or p.summary[:500],
+                       {"refused_writes": list(p.findings), "files": p.base.changed_paths(p.harness)})
+        if all(p.error for p in proposals):
+            raise ImproveError("every editor failed: " + "; ".join(f"{p.editor}: {p.error}" for p in proposals)[:500],
+                               code="LOUSHO_IMPROVE_EDITORS_FAILED",
+                               hint="check --editor-model-url and --editor-model, and the editor model's logs")
+        return proposals
+
+    def _probe_all(self, proposals: Sequence[Proposal], base_runs: dict[str, list[RunRecord]],
+                   base: Harness | None = None) -> list[Probed]:
+        base = base or self.base
+        changed = [p for p in proposals if p.changed]
+        self.progress(f"probing {len(changed)} proposals")
+
+        def probe(p: Proposal) -> Probed:
+            runs = self.runner.run_many(p.harness, self.training, SEARCH_REPEATS)
+            gains = sum(_passes(runs[c.id]) > _passes(base_runs[c.id]) for c in self.training)
+            losses = sum(_passes(runs[c.id]) < _passes(base_runs[c.id]) for c in self.training)
+            probed = Probed(p.editor, p.harness, sum(_passes(v) for v in runs.values()), gains, losses,
+                            _tokens_per_pass(runs))
+            self._note("probe", p.editor, "supported" if probed.supported else "not supported",
+                       f"{gains} training cases gained, {losses} lost",
+                       {self.labels[k]: f"{_passes(base_runs[k])}->{_passes(v)} of {len(v)}" for k, v in runs.items()})
+            return probed
+
+        if self.parallel:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lousho-probe") as pool:
+                return list(pool.map(probe, changed))
+        return [probe(p) for p in changed]
+
+    def _evidence(self, runs: dict[str, list[RunRecord]], earlier: tuple[str, ...]) -> Evidence:
+        failed: list[tuple[str, RunRecord]] = []
+        for case in self.training:  # held-out cases are never run before the gate, so never shown
+            for i, record in enumerate(runs[case.id], 1):
+                if record.status == "fail":
+                    failed.append((f"{self.labels[case.id]}, run {i}", record))
+        if self.failure_names == "shuffled":
+            failed = _shuffle_names(failed)
+        return Evidence(tuple(failed), self.recoveries, earlier, self.lessons[:20],
+                        show_failed_check=self.failure_names != "none")
+
+    # --- judging ---
+
+    def _judge(self, editor: ModelClient, candidates: list[Candidate]) -> ImproveResult:
+        gate = Gate(self.base, self.training, self.held_out, self.runner.run_many, self.labels, self.rules)
+        passed: list[tuple[Candidate, GateDecision]] = []
+        for candidate in candidates:
+            flags = self._screen(candidate)
+            if flags is None:
+                continue
+            self.progress(f"gating {candidate.name}")
+            decision = gate.decide(candidate.name, candidate.harness, flags)
+            self._note("gate", candidate.name, "pass" if decision.passed else "reject", decision.reason,
+                       decision.to_dict())
+            if decision.passed:
+                passed.append((candidate, decision))
+                if not self.select:
+                    break
+        if not passed:
+            return self._keep("no candidate passed the gate: " + "; ".join(
+                f"{d.subject}: {d.reason}" for d in self.decisions if d.kind in ("gate", "quoted-check", "injection")))
+        chosen, decision = passed[0]
+        if self.select and len(passed) > 1:
+            choice = select_harness(editor, self.base, [c.harness for c, _ in passed])
+            cheapest = min(range(len(passed)), key=lambda i: (passed[i][0].tokens_per_pass, i))
+            index = choice.index if choice.index is not None else cheapest
+            chosen, decision = passed[index]
+            self._note("select", chosen.name, "chosen" if choice.index is not None else "fallback: cheapest",
+                       choice.reason, {"passers": [c.name for c, _ in passed]})
+        self.flags.extend(decision.flags)
+        return self._result("proposal", f"{chosen.name} passed the gate: {decision.reason}", chosen)
+
+    def _screen(self, candidate: Candidate) -> tuple[str, ...] | None:
+        """The checks before the gate: injection (again, on the merged text) and quoted failed checks."""
+        added = "\n".join(injection.added_text(self.base.files.get(p, ""), candidate.harness.files.get(p, ""))
+                          for p in self.base.changed_paths(candidate.harness))
+        findings = injection.injection_findings(added)
+        if findings:
+            self._note("injection", candidate.name, "reject", "the added text looks like a prompt injection: "
+                       + ", ".join(findings))
+            return None
+        quoted = injection.quoted_checks(added, self.failed_names)
+        if quoted and self.quoted_checks == "reject":
+            self._note("quoted-check", candidate.name, "reject", "the edit quotes the failed check "
+                       + ", ".join(repr(q) for q in quoted))
+            return None
+        if quoted:
+            flag = f"{candidate.name} quotes the failed check " + ", ".join(repr(q) for q in quoted)
+            self._note("quoted-check", candidate.name, "flag", flag)
+            return (flag,)
+        return ()
+
+    # --- results ---
+
+    def _note(self, kind: str, subject: str, outcome: str, reason: str, evidence: dict[str, Any] | None = None) -> None:
+        self.decisions.append(Decision(kind, subject, outcome, reason, evidence or {}))
+
+    def _keep(self, reason: str) -> ImproveResult:
+        return self._result("keep-base", reason, None)
+
+    def _result(self, outcome: Literal["proposal", "keep-base"], reason: str,
+                chosen: Candidate | None) -> ImproveResult:
+        ledger = self.ledger
+        cost = Cost(ledger.requests, ledger.tokens, ledger.probe.run, ledger.editor.run, ledger.probe.cached,
+                    ledger.editor.cached)
+        files = {}
+        if chosen is not None:
+            files = {p: chosen.harness.files.get(p, "") for p in self.base.changed_paths(chosen.harness)}
+        return ImproveResult(
+            outcome, reason, str(self.root), self.base.revision,
+            chosen.harness.revision if chosen else None, diff(self.base, chosen.harness) if chosen else "",
+            files, chosen.name if chosen else None, tuple(self.decisions), cost, ledger.to_dict(), tuple(self.flags),
+        )
+
+
+def _passes(records: Sequence[RunRecord]) -> int:
+    return sum(r.passed for r in records)
+
+
+def _count(runs: Mapping[str, list[RunRecord]]) -> int:
+    return sum(len(v) for v in runs.values())
+
+
+def _tokens_per_pass(runs: Mapping[str, list[RunRecord]]) -> float:
+    passes = sum(_passes(v) for v in runs.values())
+    tokens = sum(r.tokens for v in runs.values() for r in v)
+    return tokens / passes if passes else float("inf")
+
+
+def _shuffle_names(failed: list[tuple[str, RunRecord]]) -> list[tuple[str, RunRecord]]:
+    """The failure-name study's control: every failed-check name moved to another run's record."""
+    names = [r.failed_check for _, r in failed]
+    if len(set(names)) < 2:
+        return [(t, dataclasses.replace(r, failed_check="unnamed-check")) for t, r in failed]
+    shuffled = names[:]
+    rng = random.Random(0)
+    while any(a == b for a, b in zip(names, shuffled, strict=True)):
+        rng.shuffle(shuffled)
+    return [(t, dataclasses.replace(r, failed_check=n)) for (t, r), n in zip(failed, shuffled, strict=True)]

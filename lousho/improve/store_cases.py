@@ -1,0 +1,26 @@
+"""Cases from the observe store: failed runs of the live revision, and recoveries as evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from lousho.improve.records import Case, Recovery
+
+
+def cases_from_store(target: str | Path, agent: str, *, recurring_only: bool = False,
+                     held_out: Iterable[str] = (), token: str | None = None) -> tuple[list[Case], list[Recovery]]:
+    """Training cases from ``cases_from_failures`` (live revision only, probe runs never) and the
+    recoveries of ``cases_from_recoveries`` (never of a held-out case)."""
+    from lousho.analysis.cases import cases_from_failures, cases_from_recoveries
+    from lousho.observe.client import connect
+
+    client = connect(target, token=token)
+    failures = cases_from_failures(client, agent, recurring_only=recurring_only)
+    cases = [Case(id=str(row["case_id"]), input=str(row["input"] or ""), source="failure",
+                  failed_checks=tuple(row["failed_checks"] or ()), seen=int(row["count"]))
+             for row in failures.iter_rows(named=True) if row["input"]]
+    frame = cases_from_recoveries(client, agent, held_out=list(held_out))
+    recoveries = [Recovery(str(r["case_id"]), str(r["input"] or ""), r["failed_output"], r["error"], r["note"],
+                           r["healed_output"]) for r in frame.iter_rows(named=True)]
+    return cases, recoveries

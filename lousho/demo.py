@@ -74,17 +74,34 @@ def demo(workdir: Path, n_runs: int) -> None:
         _say("6. failed runs of the live revision, grouped into cases (what the improve loop learns from)")
         cases = cases_from_failures(store, "ledger", recurring_only=True)
         click.echo(cases.select("case_id", "count", "failed_checks", "run_ids"))
-        _say("7. lousho sql: tokens and tool calls by outcome")
+        _improve_step(agent_dir, daemon.url)
+        _say("8. lousho sql: tokens and tool calls by outcome")
         _lousho("sql", "--url", daemon.url,
                 "SELECT status, passed, count(*) AS runs, sum(model_calls) AS model_calls, "
                 "sum(tool_calls) AS tool_calls, sum(input_tokens + output_tokens) AS tokens "
                 "FROM runs GROUP BY ALL ORDER BY ALL")
     finally:
         code = daemon.stop()
-    _say(f"8. daemon stopped with SIGTERM: drained, committed, exit code {code}")
+    _say(f"9. daemon stopped with SIGTERM: drained, committed, exit code {code}")
     if code != 0:
         raise SystemExit(code)
     _say(f"done. Stores: {db} (spans) and {store_url} (runs). Try: lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"")
+
+
+def _improve_step(agent_dir: Path, observe_url: str) -> None:
+    """One improvement step on the recurring failures: editors (a scripted editor model) propose, the
+    gate tests on fresh runs, and the card is printed. Nothing is written to the agent directory."""
+    from lousho.improve import format_improve_result, improve_agent
+    from lousho.models.config import ModelConfig
+    from lousho.models.scripted import ScriptedModelServer
+
+    _say("7. lousho improve: one step on those cases (scripted editors; the agent directory is not written)")
+    with ScriptedModelServer(agent_dir / "model.py", seed=1) as model, \
+            ScriptedModelServer(agent_dir / "editor.py") as editor:
+        result = improve_agent(agent_dir, agent_dir / "check.py", model=ModelConfig(model.url, "scripted"),
+                               editor_model=ModelConfig(editor.url, "scripted-editor"), observe=observe_url,
+                               recurring_only=True)
+    click.echo(format_improve_result(result), nl=False)
 
 
 def _recover_until_finished(store_url: str, run_id: str, observe_url: str, timeout: float = 60.0) -> None:

@@ -21,5 +21,6 @@ def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_clean
     assert "1 unfinished run" in out and "on_recovered('demo-killed'); status finished" in out
     assert "saved 3 notes" in out
     assert "sum-correct" in out  # failures grouped into cases
+    assert "lousho improve: " in out and "error rate" in out  # one improvement step's card, with its error rates
     assert "exit code 0" in out
     assert (tmp_path / "demo" / "observe.duckdb").exists()

@@ -314,7 +314,7 @@ class _Step:
             probed = Probed(p.editor, p.harness, sum(_passes(v) for v in runs.values()), gains, losses,
                             _tokens_per_pass(runs))
             self._note("probe", p.editor, "supported" if probed.supported else "not supported",
-                       f"{gains} training cases gained, {losses} lost",
+                       f"training cases gained: {gains}, lost: {losses}",
                        {self.labels[k]: f"{_passes(base_runs[k])}->{_passes(v)} of {len(v)}" for k, v in runs.items()})
             return probed
 

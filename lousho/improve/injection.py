@@ -43,10 +43,11 @@ _HEURISTICS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("override: developer message", r"\bdeveloper\s+(?:message|mode|instructions?)\b"),
         ("role play: you are now", r"\byou\s+are\s+now\b|\bfrom\s+now\s+on,?\s+you\s+are\b"),
         ("role play: act as", r"\bact\s+as\b|\bpretend\s+(?:to\s+be|you\s+are)\b"),
-        ("image", r"!\[[^\]\n]*\]\s*[(\[]"),
-        ("link", rf"{_URL}|\[[^\]\n]*\]\([^)\s]+[^)]*\)"),
+        ("image", r"!\[[^\[\]\n]{0,500}\]\s*[(\[]"),
+        ("link", rf"{_URL}|\[[^\[\]\n]{{0,500}}\]\([^()\s]{{1,500}}[^()]{{0,500}}\)"),
         ("html", rf"<\s*/?\s*(?:{_HTML_TAGS})\b[^<>]*>|<!--|<\s*[a-z][\w-]*\s+[\w-]+\s*=[^<>]*>"),
-        ("exfiltration: email address", r"[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+        ("exfiltration: email address",
+         r"[\w.+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b"),
     )
 )
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{60,}={0,2}")
@@ -138,13 +139,14 @@ def quoted_checks(added: str, names: Iterable[str]) -> list[str]:
     return found
 
 
-_IMAGE = re.compile(r"!\[[^\]\n]*\]\s*(?:\([^)\n]*\)|\[[^\]\n]*\])")
-_LINK = re.compile(r"\[([^\]\n]*)\]\s*(?:\([^)\n]*\)|\[[^\]\n]*\])")
+# Bracketed parts exclude their own opening bracket and are bounded, so "[[[[..." stays linear.
+_IMAGE = re.compile(r"!\[[^\[\]\n]{0,500}\]\s*(?:\([^()\n]{0,2000}\)|\[[^\[\]\n]{0,500}\])")
+_LINK = re.compile(r"\[([^\[\]\n]{0,500})\]\s*(?:\([^()\n]{0,2000}\)|\[[^\[\]\n]{0,500}\])")
 _LINK_DEFINITION = re.compile(r"^[ \t]*\[[^\]\n]+\]:[^\n]*$", re.MULTILINE)
 _TAG = re.compile(r"</?[A-Za-z!?][^<>]*>")
 _PLAIN_URL = re.compile(_URL, re.IGNORECASE)
 _BARE_DOMAIN = re.compile(
-    r"\b(?:[a-z0-9-]+\.)+(?:com|net|org|io|ai|dev|app|co|xyz|info|me|ly|gg|site|online|link|click|top|ru|cn|tk)"
+    r"\b(?:[a-z0-9-]{1,63}\.){1,8}(?:com|net|org|io|ai|dev|app|co|xyz|info|me|ly|gg|site|online|link|click|top|ru|cn|tk)"
     r"\b(?:/[^\s<>\"'`]*)?",
     re.IGNORECASE,
 )

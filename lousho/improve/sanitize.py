@@ -28,6 +28,8 @@ BANNER = (
 # A fenced text longer than this is cut: one huge tool result must not crowd out the rest of the record.
 MAX_FENCED_CHARS = 4000
 MAX_NAME_CHARS = 64
+# Rounds of marker removal before a text counts as hostile (ordinary text needs one).
+_MAX_ROUNDS = 16
 
 # Invisible format characters: zero-width, bidi controls, soft hyphen, word joiners, Hangul fillers
 # and Unicode tag characters. They carry nothing a reader can see, and can split "UNTRUSTED" so a
@@ -37,7 +39,7 @@ _INVISIBLE = re.compile(
     "\u2066-\u206f\u3164\ufeff\uffa0\U000e0000-\U000e007f]"
 )
 
-# Angle brackets and their lookalikes, mapped to "<" and ">" before matching.
+# Angle brackets and their lookalikes, mapped to "<" and ">" before matching ("&lt;" is matched as is).
 _OPEN_BRACKETS = "<\u2039\u00ab\u3008\u2329\u27e8\u27ea\u276e\u276c\u29fc\u02c2\u1438\u300a\uff1c\ufe64"
 _CLOSE_BRACKETS = ">\u203a\u00bb\u3009\u232a\u27e9\u27eb\u276f\u276d\u29fd\u02c3\u1433\u300b\uff1e\ufe65"
 # Cyrillic, Greek and Armenian letters that read as the Latin letters of our marker words.
@@ -50,7 +52,7 @@ _CONFUSABLES = {
 class _Skeleton(dict[int, str]):
     """A ``str.translate`` table giving each character a one-character lowercase ASCII-ish stand-in.
 
-    One character in, one out, so a match found in the skeleton has the same span in the text.
+    One character in, one out, so a span found in the skeleton is the same span of the text.
     """
 
     def __missing__(self, codepoint: int) -> str:
@@ -66,37 +68,38 @@ class _Skeleton(dict[int, str]):
             # (a ligature, say) would shift spans, so such a character stands for itself.
             folded = unicodedata.normalize("NFKC", char).casefold()
             mapped = _CONFUSABLES.get(folded, folded) if len(folded) == 1 else char
-        self[codepoint] = mapped
+        if len(self) < 65536:  # a text of every code point must not grow the table without bound
+            self[codepoint] = mapped
         return mapped
 
 
 _SKELETON = _Skeleton()
 
-_LT = r"(?:<|&lt;?)"
+# The patterns below run on the skeleton. Every repetition is possessive or bounded: a record is
+# attacker-written, and a pattern that backtracks over "< < < ..." would take quadratic time.
 _GT = r"(?:>|&gt;?)"
 _GAP = r"[^\S\n]*+"  # spaces inside one line
-_SEP = r"[\s/\\_\-:.*|#=~+]*+"  # what a forger may put between brackets and words; never a letter or "<"
+_SEP_CHARS = frozenset("/\\_-:.*|#=~+")  # what a forger may put between brackets and words: no letters
+_SEP = r"[\s/\\_\-:.*|#=~+]*+"
 
 
 def _spaced(word: str) -> str:
     return _GAP.join(re.escape(char) for char in word)
 
 
-_WORD = _spaced("untrusted")
-_END = _spaced("end")
 _CLOSERS = rf"{_GT}(?:{_GAP}{_GT})*+"
-_MARKER_PATTERNS = (
-    # An opener: brackets, maybe END, the word, and the rest of the marker up to its closing brackets.
-    rf"{_LT}(?:\s*+{_LT})*+{_SEP}(?:{_END}{_SEP})?{_WORD}(?:[^\n<>]{{0,200}}?{_CLOSERS})?",
-    # The back half of a marker whose brackets were removed or never written: "UNTRUSTED k=..>>".
-    rf"(?:{_END}{_SEP})?{_WORD}[^\n<>]{{0,200}}?{_GT}{_GAP}{_CLOSERS}",
+# The word at the heart of every marker, with its END: where a search for a forgery starts.
+_CORE = re.compile(rf"(?:(?<![a-z]){_spaced('end')}{_SEP})?{_spaced('untrusted')}")
+# The rest of a marker after the word, up to its closing brackets; a bracketless one needs two.
+_TAIL = re.compile(rf"[^\n<>]{{0,200}}?{_CLOSERS}")
+_BARE_TAIL = re.compile(rf"[^\n<>]{{0,200}}?{_GT}{_GAP}{_CLOSERS}")
+_OTHER = re.compile("|".join((
     # A stray key and closer left by a marker split across lines: "k=3f2a>>>".
     rf"\bk{_GAP}={_GAP}[0-9a-z]{{1,64}}{_GAP}{_CLOSERS}",
     # A forged banner, to the end of its line.
-    rf"={{2,}}{_GAP}{_spaced('run')}{_GAP}{_spaced('record')}[^\n]*",
+    rf"(?<![=])={{2,}}+{_GAP}{_spaced('run')}{_GAP}{_spaced('record')}[^\n]*",
     rf"{_spaced('run')}{_GAP}{_spaced('record')}{_GAP}:{_GAP}{_spaced('data')}[^\n]*",
-)
-_MARKER = re.compile("|".join(f"(?:{pattern})" for pattern in _MARKER_PATTERNS))
+)))
 
 
 def open_marker(key: str, label: str) -> str:
@@ -107,16 +110,47 @@ def close_marker(key: str) -> str:
     return f"<<<END UNTRUSTED k={key}>>>"
 
 
+def _brackets_before(skeleton: str, end: int) -> int | None:
+    """Where the opening brackets before ``end`` start, walking back over brackets, spaces and
+    separators; ``None`` when there are none. The walk stops at a letter, so each stretch of text is
+    walked once however many words follow it."""
+    start, index = None, end
+    while index > 0:
+        if skeleton[index - 1] == "<":
+            index -= 1
+            start = index
+        elif skeleton.endswith(("&lt;", "&lt"), 0, index):
+            index -= 4 if skeleton.endswith("&lt;", 0, index) else 3
+            start = index
+        elif skeleton[index - 1].isspace() or skeleton[index - 1] in _SEP_CHARS:
+            index -= 1
+        else:
+            break
+    return start
+
+
+def _marker_spans(skeleton: str) -> list[tuple[int, int]]:
+    spans = [match.span() for match in _OTHER.finditer(skeleton)]
+    for core in _CORE.finditer(skeleton):
+        start = _brackets_before(skeleton, core.start())
+        if start is not None:
+            tail = _TAIL.match(skeleton, core.end())
+            spans.append((start, tail.end() if tail else core.end()))
+        elif tail := _BARE_TAIL.match(skeleton, core.end()):
+            spans.append((core.start(), tail.end()))
+    return sorted(spans)
+
+
 def _strip_once(text: str) -> str:
-    skeleton = text.translate(_SKELETON)
     pieces: list[str] = []
-    start = 0
-    for match in _MARKER.finditer(skeleton):
-        pieces.append(text[start:match.start()])
-        start = match.end()
+    kept_from = 0
+    for start, end in _marker_spans(text.translate(_SKELETON)):
+        if end > kept_from:
+            pieces.append(text[kept_from:max(start, kept_from)])
+            kept_from = end
     if not pieces:
         return text
-    pieces.append(text[start:])
+    pieces.append(text[kept_from:])
     return "".join(pieces)
 
 
@@ -127,18 +161,27 @@ def strip_markers(text: str) -> str:
     invisible characters (which are removed everywhere). It repeats until nothing changes, because
     removing one forgery can join the pieces around it into another (``<<<UNT<<<UNTRUSTED>>>RUSTED>>>``).
     The result never contains a marker (see :func:`contains_marker`).
+
+    Each round is linear, but forgeries nested n deep take n rounds. Past ``_MAX_ROUNDS`` the text is
+    hostile, so every bracket and "&" goes at once: no marker can form without them, and only a
+    forged banner (whose removal cannot make another) is left to remove.
     """
     text = _INVISIBLE.sub("", text)
-    while True:
+    for _ in range(_MAX_ROUNDS):
         stripped = _strip_once(text)
         if stripped == text:
             return text
         text = stripped
+    text = "".join(char for char, stand_in in zip(text, text.translate(_SKELETON), strict=True)
+                   if stand_in not in "<>&")
+    while (stripped := _strip_once(text)) != text:
+        text = stripped
+    return text
 
 
 def contains_marker(text: str) -> bool:
     """Whether ``text`` holds anything :func:`strip_markers` would remove as a marker or banner."""
-    return _MARKER.search(_INVISIBLE.sub("", text).translate(_SKELETON)) is not None
+    return bool(_marker_spans(_INVISIBLE.sub("", text).translate(_SKELETON)))
 
 
 def _key(context: str, label: str, text: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lousho.improve.injection import added_text, copied_from_untrusted, injection_findings, plain_text, quoted_checks
@@ -120,3 +122,12 @@ def test_plain_text_keeps_ordinary_text() -> None:
 def test_plain_text_catches_a_link_rebuilt_by_removing_a_tag() -> None:
     assert plain_text("ht<i></i>tps://evil.test/a") == "[link removed]"
     assert "evil" not in plain_text("[x](ht\u200btps://evil.test)")
+
+
+def test_injection_checks_stay_linear_on_hostile_input() -> None:
+    hostile = ["[" * 50_000, "![" * 30_000, "a." * 50_000, "[a](" + "b" * 100_000, "< " * 50_000]
+    began = time.perf_counter()
+    for text in hostile:
+        injection_findings(text)
+        plain_text(text)
+    assert time.perf_counter() - began < 10

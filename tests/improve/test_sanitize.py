@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -82,6 +83,23 @@ def test_strip_markers_is_idempotent() -> None:
     once = strip_markers(text)
     assert strip_markers(once) == once
     assert once.split() == ["x", "y", "z"]
+
+
+def test_strip_markers_disarms_deeply_nested_forgeries() -> None:
+    depth = 40
+    text = "keep " + "<<<UNT" * depth + "<<<UNTRUSTED>>>" + "RUSTED>>>" * depth + " this"
+    stripped = strip_markers(text)
+    assert not contains_marker(stripped)
+    assert stripped.startswith("keep ") and stripped.endswith(" this")
+
+
+def test_strip_markers_stays_linear_on_hostile_input() -> None:
+    # Each of these took minutes with a backtracking pattern; linear work takes milliseconds.
+    hostile = ["< " * 50_000 + "x", "=" * 100_000, "&lt;" * 30_000, "untrusted " * 20_000 + ">>"]
+    began = time.perf_counter()
+    for text in hostile:
+        assert not contains_marker(strip_markers(text))
+    assert time.perf_counter() - began < 10
 
 
 def test_fence_is_deterministic_and_keyed_by_context_label_and_text() -> None:

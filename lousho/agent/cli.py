@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import click
 
 from lousho.agent.loop import RunOptions, RunResult
 from lousho.agent.runner import AgentSetup, open_agent
+from lousho.agent.traffic_route import route
 from lousho.models.cli import model_config, model_options
 from lousho.models.config import ModelConfig
 from lousho.recover.cli import store_option
@@ -38,19 +40,26 @@ def agent() -> None:
               help="A Python file defining check(input, output) -> Verdict; the verdict goes on the run's span.")
 @click.option("--run-id", default=None, help="The durable run id (default: a fresh one).")
 @click.option("--case", "case_id", default=None, help="The case this run answers (lousho.case.id).")
+@click.option("--session", "session_id", default=None,
+              help="The session this run belongs to: under a traffic canary a session keeps its arm "
+                   "(default: the run id, one session per run).")
 @click.option("--lease-seconds", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="If this process dies, `lousho recover` may take the run over this long after its last heartbeat.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def run(agent_dir: Path, text: str, model_url: str | None, model_name: str | None, model_key_env: str,
         model_timeout: float, store_url: str, observe_url: str | None, token: str | None,
-        check_path: Path | None, run_id: str | None, case_id: str | None, lease_seconds: float,
-        as_json: bool) -> None:
+        check_path: Path | None, run_id: str | None, case_id: str | None, session_id: str | None,
+        lease_seconds: float, as_json: bool) -> None:
     """Run AGENT_DIR once on TEXT, durably: if the process dies, `lousho runs resume RUN_ID` (or a running
-    `lousho recover`) finishes it."""
-    setup = AgentSetup(agent_dir, model_config(model_url, model_name, model_key_env, model_timeout), store_url,
-                       observe_url, token, check_path, lease_seconds=lease_seconds)
+    `lousho recover`) finishes it. While a traffic canary runs, the session may be served by the candidate."""
+    run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"
+    # The routed directory is what the run stores, so a resume loads the same harness.
+    served = route(agent_dir, session_id or run_id)
+    setup = AgentSetup(served.directory, model_config(model_url, model_name, model_key_env, model_timeout),
+                       store_url, observe_url, token, check_path, lease_seconds=lease_seconds)
+    options = RunOptions(case_id=case_id, traffic_arm=served.arm)
     with open_agent(setup, dict(os.environ)) as a:
-        result = a.send(text, run_id=run_id, options=RunOptions(case_id=case_id), setup=setup.to_payload())
+        result = a.send(text, run_id=run_id, options=options, setup=setup.to_payload())
     _print(result, as_json)
 
 

@@ -1,0 +1,193 @@
+"""Which harness serves a session while a traffic canary runs: the agent side of seed §4.2.
+
+The loop (``lousho.improve.traffic``) starts a canary by materialising the candidate harness into a full
+copy of the agent directory and writing ``<agent_dir>/.lousho/traffic.json``; the agent calls
+``route(agent_dir, session_id)`` before it loads a directory. The two sides share nothing but this file
+(``lousho.agent`` never imports ``lousho.improve``, DESIGN §1), so its format is the contract:
+
+``<agent_dir>/.lousho/traffic.json`` (version 1), one sorted-key JSON object:
+
+==================== ========================== ============================================================
+key                  type                       meaning
+==================== ========================== ============================================================
+``version``          int                        ``1``
+``status``           str                        ``running``, ``promoted`` or ``retired``; only ``running``
+                                                routes anything to the candidate
+``share``            float in (0, 1]            the most the candidate may hold of the sessions assigned
+                                                since the canary started, at every moment (seeds: 0.25)
+``max_sessions``     int >= 0                   the most sessions the candidate may ever get (seeds: 50)
+``directory``        str                        the candidate's agent directory, relative to the agent
+                                                directory, under ``.lousho/traffic/<candidate revision>/``
+``assignments``      {session id: arm}          every session assigned while running; arm is
+                                                ``candidate`` or ``base``
+``base_revision``    str                        the loop's bookkeeping, which routing does not read:
+``candidate_revision`` str                      the two harness revisions,
+``agent``            str                        the agent's name in telemetry,
+``proposal_id``      str | null                 the proposal under test,
+``started_at``       ISO 8601 UTC               when routing began (runs before it are not the canary's),
+``finished_at``      ISO 8601 UTC | null        and when it ended
+==================== ========================== ============================================================
+
+Rules ``route`` keeps, under an exclusive ``fcntl.flock`` on ``<agent_dir>/.lousho/traffic.lock`` (so they
+hold across threads and processes; the file is replaced atomically, so a reader without the lock sees
+the old or the new file, never half of one):
+
+- A session already assigned keeps its arm for as long as the canary runs (sticky).
+- A new session goes to the candidate only if, counting it, the candidate holds at most
+  ``max_sessions`` sessions and at most ``share`` of all sessions assigned; otherwise to the base. So the
+  share bound holds at every prefix of the session sequence, from the first session on.
+- Any writer of the file (the loop's start and finish) takes the same lock, so no assignment is lost and
+  no finished canary is reopened by a late router.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from lousho.errors import UsageError
+
+VERSION = 1
+TRAFFIC_FILE = PurePosixPath(".lousho/traffic.json")
+LOCK_FILE = PurePosixPath(".lousho/traffic.lock")
+CANDIDATES_DIR = PurePosixPath(".lousho/traffic")
+RUNNING = "running"
+CANDIDATE = "candidate"
+BASE = "base"
+
+
+class TrafficFileInvalid(UsageError):
+    """``.lousho/traffic.json`` does not follow the contract above; the message names the problem."""
+
+    code = "LOUSHO_AGENT_TRAFFIC_FILE_INVALID"
+    hint = ("the improve loop writes .lousho/traffic.json; finish the canary with the loop, or remove the "
+            "file to serve the agent directory alone")
+
+
+@dataclass(frozen=True)
+class Route:
+    """The directory to load the agent from, and the arm to label the run with (None: no canary)."""
+
+    directory: Path
+    arm: str | None
+
+
+def route(agent_dir: Path, session_id: str) -> Route:
+    """Which directory serves ``session_id``, assigning the session to an arm if it is new.
+
+    Without a running canary this is the agent directory and no arm, and nothing is written.
+    """
+    root = Path(agent_dir)
+    # Unlocked look first: the file is replaced atomically, and most directories run no canary.
+    data = read_traffic(root)
+    if data is None or data.get("status") != RUNNING:
+        return Route(root, None)
+    with locked(root):
+        data = read_traffic(root)  # again under the lock: another process may have assigned or finished
+        if data is None or data.get("status") != RUNNING:
+            return Route(root, None)
+        candidate_dir = _candidate_dir(root, data)
+        arm = data["assignments"].get(session_id)
+        if arm is None:
+            arm = _next_arm(data)
+            data["assignments"][session_id] = arm
+            write_traffic(root, data)
+    return Route(candidate_dir if arm == CANDIDATE else root, arm)
+
+
+def read_traffic(agent_dir: Path) -> dict[str, Any] | None:
+    """The checked contents of the traffic file, or None when there is none."""
+    path = Path(agent_dir) / TRAFFIC_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):  # no file, or no agent directory: no canary
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise TrafficFileInvalid(f"{path}: not valid JSON: {e}") from None
+    problem = _problem(data)
+    if problem:
+        raise TrafficFileInvalid(f"{path}: {problem}")
+    return data
+
+
+def write_traffic(agent_dir: Path, data: dict[str, Any]) -> None:
+    """Replace the traffic file atomically; call it holding ``locked(agent_dir)``."""
+    problem = _problem(data)
+    if problem:
+        raise TrafficFileInvalid(f"refusing to write an invalid traffic file: {problem}")
+    path = Path(agent_dir) / TRAFFIC_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextmanager
+def locked(agent_dir: Path) -> Iterator[None]:
+    """Hold the traffic lock: exclusive across processes, and across threads too, because each holder
+    opens the lock file anew and flock locks belong to the open file, not to the process."""
+    path = Path(agent_dir) / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor of the open file releases its lock
+
+
+def _next_arm(data: dict[str, Any]) -> str:
+    arms = list(data["assignments"].values())
+    candidates = arms.count(CANDIDATE) + 1
+    # Exact arithmetic on the share as written (0.25, 0.1), so the bound is never crossed by rounding.
+    share = Fraction(repr(float(data["share"])))
+    if candidates <= data["max_sessions"] and candidates <= share * (len(arms) + 1):
+        return CANDIDATE
+    return BASE
+
+
+def _candidate_dir(root: Path, data: dict[str, Any]) -> Path:
+    directory = root / data["directory"]
+    if not directory.is_dir():
+        raise TrafficFileInvalid(f"{root / TRAFFIC_FILE}: the candidate directory {directory} is missing")
+    return directory
+
+
+def _problem(data: Any) -> str | None:
+    """Why ``data`` breaks the contract, or None."""
+    if not isinstance(data, dict):
+        return "expected a JSON object"
+    if data.get("version") != VERSION:
+        return f"version must be {VERSION}"
+    if not isinstance(data.get("status"), str):
+        return "status must be a string"
+    share = data.get("share")
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        return "share must be a number in (0, 1]"
+    limit = data.get("max_sessions")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        return "max_sessions must be an integer >= 0"
+    directory = data.get("directory")
+    if not isinstance(directory, str) or not _under_candidates(directory):
+        return f"directory must be a relative path under {CANDIDATES_DIR}/"
+    assignments = data.get("assignments")
+    if not isinstance(assignments, dict) or any(arm not in (CANDIDATE, BASE) for arm in assignments.values()):
+        return f"assignments must map session ids to {CANDIDATE!r} or {BASE!r}"
+    return None
+
+
+def _under_candidates(directory: str) -> bool:
+    # Only the loop's own copies: a hand-edited path must not send traffic to an arbitrary directory.
+    path = PurePosixPath(directory)
+    return (not path.is_absolute() and ".." not in path.parts
+            and path.parts[:len(CANDIDATES_DIR.parts)] == CANDIDATES_DIR.parts and path != CANDIDATES_DIR)

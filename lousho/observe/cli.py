@@ -39,19 +39,31 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
               help="Seconds before a SQL query is stopped.")
 @click.option("--commit-delay", type=float, default=0.0, hidden=True,
               help="Fault point: pause before each commit (backpressure tests and demos).")
+@click.option("--agent", "agents", multiple=True, metavar="NAME=DIR:CHECK_MODULE",
+              help="Register an agent for the self-healing loop: a score regression on its live revision "
+                   "starts one `lousho improve DIR --check CHECK_MODULE --apply`. Repeatable.")
+@click.option("--trigger-interval", type=click.FloatRange(min=0.01), default=5.0, hidden=True,
+              help="Seconds between the regression trigger's looks at each registered agent.")
+@click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
+              help="`off` stops the regression trigger from starting cycles [env LOUSHO_IMPROVE].")
 def observe(
     db: Path, host: str, port: int, grpc_port: int, token: str | None, max_body_mib: int,
-    queue_mib: float, sql_timeout: float, commit_delay: float,
+    queue_mib: float, sql_timeout: float, commit_delay: float, agents: tuple[str, ...],
+    trigger_interval: float, improve_switch: str,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
+    from lousho.observe.trigger import TriggerConfig, parse_agents
 
+    # Parsed before serve(): a bad --agent is a usage error before any port is bound or file created.
+    trigger = TriggerConfig(agents=parse_agents(agents), interval_s=trigger_interval,
+                            improve_off=improve_switch.strip().lower() == "off")
     config = DaemonConfig(
         db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
         token=token, max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         sql_timeout_s=sql_timeout, commit_delay_s=commit_delay,
     )
-    serve(config, announce=lambda line: click.echo(line))
+    serve(config, announce=lambda line: click.echo(line), trigger=trigger)
 
 
 def target_options(fn: Any) -> Any:

@@ -7,6 +7,7 @@ commit whatever is queued, checkpoint DuckDB, exit 0.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import signal
 import socket
@@ -22,6 +23,7 @@ from lousho.observe.grpc_server import start_grpc
 from lousho.observe.http_app import build_app
 from lousho.observe.metrics import Metrics
 from lousho.observe.store import SpanStore
+from lousho.observe.trigger import Trigger, TriggerConfig
 from lousho.observe.writer import Writer
 
 logger = logging.getLogger("lousho.observe")
@@ -40,8 +42,9 @@ class Listening:
         )
 
 
-def serve(config: DaemonConfig, announce=print) -> None:
-    """Serve until SIGTERM/SIGINT, then drain and return. ``announce`` gets the ready line."""
+def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = None) -> None:
+    """Serve until SIGTERM/SIGINT, then drain and return. ``announce`` gets the ready line.
+    With registered agents in ``trigger``, the regression trigger watches them meanwhile."""
     config.validate()
     metrics = Metrics()
     store = SpanStore(config.db)
@@ -51,7 +54,14 @@ def serve(config: DaemonConfig, announce=print) -> None:
     sock = _bind(config.host, config.port)
     grpc_server = None
     grpc_port = None
+    watcher = None
     try:
+        if trigger is not None and trigger.agents:
+            # The cycle reads this daemon: its failed runs become cases and its monitor reads live runs.
+            url = f"http://{_url_host(config.host)}:{sock.getsockname()[1]}"
+            watcher = Trigger(dataclasses.replace(trigger, observe_url=url), store.reader,
+                              sql_timeout_s=config.sql_timeout_s)
+            watcher.start()
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)
         app = build_app(config, writer, metrics, store.reader)
@@ -71,6 +81,9 @@ def serve(config: DaemonConfig, announce=print) -> None:
         ).start()
         server.run(sockets=[sock])
     finally:
+        if watcher is not None:
+            # Before the store closes: the trigger reads it.
+            watcher.stop()
         if grpc_server is not None:
             # In-flight exports finish (the writer still runs); new ones are refused.
             grpc_server.stop(grace=10).wait()

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from lousho.improve.errors import BudgetExceeded
 from lousho.improve.records import Case, RunRecord
 from lousho.models.protocol import Message, ModelClient, Tool
 from lousho.models.result import ChatResult
@@ -45,6 +46,8 @@ class Ledger:
     probe: Tally = field(default_factory=Tally)
     requests: int = 0  # model requests actually sent: the editors' and every probe run's
     tokens: int = 0
+    # A step stops once it has spent more than this: at most one run or call over (the loop's daily budget).
+    token_limit: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def count(self, kind: Kind, *, cached: bool, requests: int = 0, tokens: int = 0) -> None:
@@ -57,6 +60,10 @@ class Ledger:
                 tally.run += 1
                 self.requests += requests
                 self.tokens += tokens
+            over = self.token_limit is not None and self.tokens > self.token_limit
+        if over:
+            raise BudgetExceeded(f"the step spent {self.tokens} tokens, over the {self.token_limit} left in "
+                                 "today's budget")
 
     def to_dict(self) -> dict[str, Any]:
         return {"editor_calls": self.editor.to_dict(), "probe_runs": self.probe.to_dict(),

@@ -1,4 +1,8 @@
-"""``lousho improve DIR --check MODULE``: one step; prints the card (or JSON) and writes nothing."""
+"""``lousho improve``: one step (writes nothing), or the loop (``--apply``, ``--watch``) and its controls.
+
+``lousho improve DIR ...`` is the step or the loop on DIR; ``lousho improve status|approve|reject|
+rollback|audit DIR ...`` act on the loop's state. A first argument that is not a sub-command is DIR.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,35 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
+from lousho.errors import UsageError
 from lousho.models.cli import model_config, model_options
 
 
-@click.command("improve")
+class _DirGroup(click.Group):
+    """``lousho improve DIR ...`` runs the ``step`` command; a known sub-command name runs that."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["step", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("improve", cls=_DirGroup)
+def improve() -> None:
+    """Propose, test, apply and roll back edits to an agent's instructions and skills.
+
+    \b
+    lousho improve DIR --check MODULE            one step: a proposal or keep-base; writes nothing
+    lousho improve DIR --check MODULE --apply    one cycle of the loop in the configured mode
+    lousho improve DIR --check MODULE --watch    cycles on a timer, the monitor, the guard, rollback
+    """
+
+
+@improve.command("step")
 @click.argument("agent_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--check", "check_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="A Python file defining check(input, output) -> Verdict, and optionally cases() and probe().")
@@ -36,22 +62,29 @@ from lousho.models.cli import model_config, model_options
 @click.option("--quoted-checks", type=click.Choice(["reject", "flag"]), default="reject", show_default=True,
               help="What to do with an edit that adds a failed check's name.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the card.")
-def improve(agent_dir: Path, check_path: Path, model_url: str | None, model_name: str | None, model_key_env: str,
-            model_timeout: float, editor_model_url: str | None, editor_model_name: str | None, observe: str | None,
-            token: str | None, proposers: int, mode: str, select: bool, parallel: bool, cache_dir: Path | None,
-            cached_probe: bool, quoted_checks: str, as_json: bool) -> None:
-    """One improvement step on AGENT_DIR: propose an edit or keep the base. Writes nothing to AGENT_DIR.
+@click.option("--apply", "apply_", is_flag=True,
+              help="Run one cycle of the loop: canary, then apply (auto mode) or queue (manual mode).")
+@click.option("--watch", is_flag=True, help="Run the loop on a timer: cycles, guard, monitor, rollback.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds between watcher ticks (default: interval_seconds of .lousho/improve.json).")
+@click.option("--ticks", type=click.IntRange(min=1), default=None, hidden=True, help="Stop after N ticks.")
+def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: str | None, model_key_env: str,
+         model_timeout: float, editor_model_url: str | None, editor_model_name: str | None, observe: str | None,
+         token: str | None, proposers: int, mode: str, select: bool, parallel: bool, cache_dir: Path | None,
+         cached_probe: bool, quoted_checks: str, as_json: bool, apply_: bool, watch: bool, interval: float | None,
+         ticks: int | None) -> None:
+    """One improvement step on AGENT_DIR: propose an edit or keep the base. Writes nothing to AGENT_DIR
+    (unless --apply or --watch runs the loop).
 
     Exit 0 for either outcome, 1 when the step could not run.
     """
     from lousho.improve.card import format_improve_result
     from lousho.improve.step import improve_agent
 
-    model = model_config(model_url, model_name, model_key_env, model_timeout) if model_url or model_name else None
-    editor = None
-    if editor_model_url or editor_model_name:
-        editor = model_config(editor_model_url or model_url, editor_model_name or model_name, model_key_env,
-                              model_timeout)
+    model, editor = _models(model_url, model_name, model_key_env, model_timeout, editor_model_url, editor_model_name)
+    if apply_ or watch:
+        _loop(agent_dir, check_path, model, editor, observe, token, as_json, watch, interval, ticks)
+        return
     with _progress(enabled=not as_json and sys.stderr.isatty()) as progress:
         result = improve_agent(agent_dir, check_path, model=model, editor_model=editor, observe=observe,
                                observe_token=token, proposers=proposers, mode=mode,  # type: ignore[arg-type]
@@ -79,3 +112,159 @@ def _progress(enabled: bool) -> Iterator[Callable[[str], None]]:
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
         task = bar.add_task("starting", total=None)
         yield lambda message: bar.update(task, description=message)
+
+
+def _models(model_url: str | None, model_name: str | None, model_key_env: str, model_timeout: float,
+            editor_model_url: str | None, editor_model_name: str | None) -> tuple[Any, Any]:
+    model = model_config(model_url, model_name, model_key_env, model_timeout) if model_url or model_name else None
+    editor = None
+    if editor_model_url or editor_model_name:
+        editor = model_config(editor_model_url or model_url, editor_model_name or model_name, model_key_env,
+                              model_timeout)
+    return model, editor
+
+
+def _setup(agent_dir: Path, check_path: Path | None, model: Any, editor: Any, observe: str | None,
+           token: str | None, rate_limit: bool = False) -> Any:
+    from lousho.improve.cycle import LoopSetup
+
+    if not agent_dir.is_dir():
+        raise UsageError(f"{agent_dir}: not a directory", code="LOUSHO_AGENT_DIR_INVALID",
+                         hint="pass the agent directory (it holds agent.toml and instructions.md)")
+    return LoopSetup(agent_dir, check_path if check_path is not None else _no_check, model, editor, observe, token,
+                     dict(os.environ), rate_limit=rate_limit)
+
+
+def _no_check(input_text: str, output: str | None) -> Any:
+    raise UsageError("this action runs the agent and needs --check MODULE", code="LOUSHO_IMPROVE_CHECK_INVALID",
+                     hint="pass --check and the model flags")
+
+
+def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, observe: str | None, token: str | None,
+          as_json: bool, watch: bool, interval: float | None, ticks: int | None) -> None:
+    from lousho.improve.cycle import run_cycle
+    from lousho.improve.watcher import watch as watch_loop
+
+    if watch:
+        setup = _setup(agent_dir, check_path, model, editor, observe, token, rate_limit=True)
+
+        def show(t: Any) -> None:
+            line = {"action": t.action, "reason": t.reason}
+            click.echo(json.dumps(line, sort_keys=True) if as_json else f"tick: {t.action}: {t.reason}")
+            sys.stdout.flush()
+
+        watch_loop(setup, ticks=ticks, interval=interval, on_tick=show)
+        return
+    result = run_cycle(_setup(agent_dir, check_path, model, editor, observe, token))
+    _print_cycle(result, as_json)
+    if result.outcome == "error":
+        sys.exit(1)
+
+
+def _print_cycle(result: Any, as_json: bool) -> None:
+    from lousho.improve.card import format_improve_result
+
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), sort_keys=True))
+        return
+    if result.step is not None:
+        click.echo(format_improve_result(result.step), nl=False)
+    for check in result.checks:
+        click.echo(f"{check.name}: {'pass' if check.passed else 'FAIL'}: {check.reason}")
+    click.echo(f"cycle: {result.outcome}: {result.reason}")
+
+
+model_flags = model_options
+
+
+@improve.command("approve")
+@click.argument("agent_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("proposal_id")
+@click.option("--check", "check_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="The check module (the corpus guard runs after the write).")
+@model_flags
+@click.option("--json", "as_json", is_flag=True)
+def approve(agent_dir: Path, proposal_id: str, check_path: Path, model_url: str | None, model_name: str | None,
+            model_key_env: str, model_timeout: float, as_json: bool) -> None:
+    """Write a queued proposal: refused when the harness changed since it was made."""
+    from lousho.improve.cycle import apply_proposal
+
+    model, _ = _models(model_url, model_name, model_key_env, model_timeout, None, None)
+    result = apply_proposal(_setup(agent_dir, check_path, model, None, None, None), proposal_id, by="person")
+    _print_cycle(result, as_json)
+    if result.outcome in ("refused", "paused"):
+        sys.exit(1)
+
+
+@improve.command("reject")
+@click.argument("agent_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("proposal_id")
+def reject(agent_dir: Path, proposal_id: str) -> None:
+    """Reject a queued proposal: nothing is written."""
+    from lousho.improve.cycle import reject_proposal
+
+    result = reject_proposal(_setup(agent_dir, None, None, None, None, None), proposal_id)
+    click.echo(f"{result.outcome}: {result.reason}")
+    if result.outcome == "refused":
+        sys.exit(1)
+
+
+@improve.command("rollback")
+@click.argument("agent_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--to", "to", default=None, help="The saved revision to restore (default: the watched edit's base).")
+def rollback_command(agent_dir: Path, to: str | None) -> None:
+    """Restore a saved revision through the writer (a new history entry) and start the cooldown."""
+    from lousho.improve.cycle import rollback
+
+    result = rollback(_setup(agent_dir, None, None, None, None, None), to=to, reason="by a person")
+    click.echo(f"rolled back: the harness is at {result.revision}")
+
+
+@improve.command("status")
+@click.argument("agent_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def status(agent_dir: Path, as_json: bool) -> None:
+    """The loop's config, state, the watched edit, queued proposals, lessons and the audit chain."""
+    from dataclasses import asdict
+
+    from lousho.improve import audit, lessons
+    from lousho.improve.controls import kill_switch
+    from lousho.improve.cycle import list_proposals
+    from lousho.improve.harness import read_harness
+    from lousho.improve.state import Paths, load_config, load_state
+    from lousho.improve.writer import saved_revisions
+
+    paths = Paths(agent_dir)
+    _setup(agent_dir, None, None, None, None, None)
+    verdict = audit.verify(paths)
+    data = {
+        "revision": read_harness(agent_dir).revision, "config": asdict(load_config(paths)),
+        "state": asdict(load_state(paths)), "kill_switch": kill_switch(paths, os.environ),
+        "proposals": [{k: p[k] for k in ("id", "status", "revision", "created_at")} for p in list_proposals(paths)],
+        "lessons": [asdict(le) for le in lessons.load(paths)], "revisions": saved_revisions(paths),
+        "audit": {"ok": verdict.ok, "lines": verdict.lines, "reason": verdict.reason},
+    }
+    if as_json:
+        click.echo(json.dumps(data, sort_keys=True))
+        return
+    state = data["state"]
+    click.echo(f"revision     {data['revision']}")
+    click.echo(f"mode         {data['config']['approval']}   kill switch: {data['kill_switch'] or 'off'}")
+    click.echo(f"today        {state['cycles_today']} cycles, {state['tokens_today']} tokens, "
+               f"{state['applies_today']} applies; cooldown until {state['cooldown_until'] or '-'}")
+    watched = state["watched"] or {}
+    click.echo(f"watched      {watched.get('after', '-')} ({watched.get('status', '-')})")
+    for p in data["proposals"]:
+        click.echo(f"proposal     {p['id']}  {p['status']}  {p['revision']}")
+    click.echo(f"lessons      {sum(not le['retired'] for le in data['lessons'])} active, "
+               f"{sum(le['retired'] for le in data['lessons'])} retired")
+    click.echo(f"audit        {'ok' if verdict.ok else 'BROKEN'} ({verdict.lines} lines)")
+
+
+def _register_audit() -> None:
+    from lousho.improve.audit_cli import audit
+
+    improve.add_command(audit, "audit")
+
+
+_register_audit()

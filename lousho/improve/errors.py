@@ -24,6 +24,16 @@ class NoCases(UsageError):
     hint = "give cases(): the check module's cases() or failed runs of the live revision in the store"
 
 
+class BudgetExceeded(ImproveError):
+    code = "LOUSHO_IMPROVE_BUDGET"
+    hint = "the daily token budget (tokens_per_day in .lousho/improve.json) is spent; the next UTC day resets it"
+
+
+class Stopped(ImproveError):
+    code = "LOUSHO_IMPROVE_STOPPED"
+    hint = "the kill switch is on: remove .lousho/improve.stop, unset LOUSHO_IMPROVE=off, or set enabled: true"
+
+
 class ProbeFailed(ImproveError):
     code = "LOUSHO_IMPROVE_PROBE_FAILED"
     hint = "the agent's model could not be reached or answered garbage; check --model-url and the model's logs"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lousho.improve.records import Case
+
 Outcome = Literal["proposal", "keep-base"]
 
 
@@ -53,6 +55,9 @@ class ImproveResult:
     ledger: dict[str, Any] = field(default_factory=dict)
     flags: tuple[str, ...] = ()
     error: dict[str, str] | None = None  # code, message, hint: the step could not run
+    training: tuple[Case, ...] = ()
+    held_out: tuple[Case, ...] = ()
+    helped: tuple[str, ...] = ()  # ids of the training cases the chosen candidate helped at the gate
 
     @property
     def could_not_run(self) -> bool:
@@ -62,4 +67,6 @@ class ImproveResult:
         return {"outcome": self.outcome, "reason": self.reason, "agent_dir": self.agent_dir,
                 "base_revision": self.base_revision, "revision": self.revision, "diff": self.diff,
                 "files": self.files, "chosen": self.chosen, "decisions": [d.to_dict() for d in self.decisions],
-                "cost": self.cost.to_dict(), "ledger": self.ledger, "flags": list(self.flags), "error": self.error}
+                "cost": self.cost.to_dict(), "ledger": self.ledger, "flags": list(self.flags), "error": self.error,
+                "training": [c.id for c in self.training], "held_out": [c.id for c in self.held_out],
+                "helped": list(self.helped)}

@@ -32,7 +32,7 @@ from lousho.improve.cache import Cache, CachedClient, Ledger
 from lousho.improve.check_module import CheckModule, load_check_module, module_cases
 from lousho.improve.composer import Probed, compose
 from lousho.improve.editors import EditorSpec, Evidence, Proposal, run_editor
-from lousho.improve.errors import CheckModuleInvalid, ImproveError, NoCases, ProbeFailed
+from lousho.improve.errors import CheckModuleInvalid, ImproveError, NoCases, ProbeFailed, Stopped
 from lousho.improve.gate import SEARCH_REPEATS, Gate, GateDecision
 from lousho.improve.harness import Harness, diff, read_harness
 from lousho.improve.probe import AgentProbe
@@ -81,6 +81,8 @@ def improve_agent(
     environ: Mapping[str, str] | None = None,
     editor_client: ModelClient | None = None,
     progress: Progress | None = None,
+    stop_check: Callable[[], str | None] | None = None,
+    token_budget: int | None = None,
 ) -> ImproveResult:
     """One step on ``agent_dir`` judged by ``check``; never raises for a problem of the inputs or of a
     model: the result is then ``keep-base`` with the reason and ``error`` (code, message, hint)."""
@@ -92,7 +94,7 @@ def improve_agent(
                      (observe, observe_token, recurring_only) if observe is not None else None, tuple(lessons),
                      proposers, mode, select, parallel, Path(cache_dir) if cache_dir else None, cached_probe,
                      quoted_checks, failure_names, rules, dict(os.environ if environ is None else environ),
-                     editor_client, progress or (lambda _: None))
+                     editor_client, progress or (lambda _: None), stop_check or (lambda: None), token_budget)
         return step.run()
     except LoushoError as e:
         reason = f"the step could not run: {e.message}"
@@ -100,6 +102,21 @@ def improve_agent(
         if step is None or not hasattr(step, "ledger"):
             return ImproveResult("keep-base", reason, str(root), error=error)
         return dataclasses.replace(step._result("keep-base", reason, None), error=error)
+
+
+def build_runner(agent_dir: Path, module: CheckModule, model: ModelConfig | None, environ: Mapping[str, str],
+                 work_dir: Path, cache: Cache, ledger: Ledger) -> Runner:
+    """Runs cases under harnesses with the check module's probe, or the reference agent on ``model``."""
+    probe: Any
+    if module.probe is not None:
+        probe, probe_id = module.probe, f"probe:{module.name}"
+    elif model is None:
+        raise CheckModuleInvalid("no model for the agent and no probe() in the check module",
+                                 code="LOUSHO_IMPROVE_NO_MODEL", hint="pass --model-url and --model")
+    else:
+        probe = AgentProbe(model, module.check, environ, read_only=module.read_only, work_dir=work_dir)
+        probe_id = f"agent:{model.url}:{model.model}"
+    return Runner(agent_dir, work_dir, probe, probe_id, cache, ledger)
 
 
 def _check_options(proposers: int, mode: str, quoted: str, names: str) -> None:
@@ -135,6 +152,8 @@ class _Step:
     environ: dict[str, str]
     editor_client: ModelClient | None
     progress: Progress
+    stop_check: Callable[[], str | None]
+    token_budget: int | None
     decisions: list[Decision] = dataclasses.field(default_factory=list)
     flags: list[str] = dataclasses.field(default_factory=list)
 
@@ -142,7 +161,7 @@ class _Step:
         agent_directory.load(self.root)  # the whole directory must load, not only its harness
         self.base = read_harness(self.root)
         self.cache = Cache(self.cache_dir, probes=self.cached_probe)
-        self.ledger = Ledger()
+        self.ledger = Ledger(token_limit=self.token_budget)
         training, held_out = self._cases()
         self.training, self.held_out = training, held_out
         self.labels = {c.id: f"training case {i}" for i, c in enumerate(training, 1)}
@@ -150,8 +169,8 @@ class _Step:
         held_ids = {c.id for c in held_out}
         self.recoveries = tuple(r for r in self.recoveries if r.case_id not in held_ids)
         with tempfile.TemporaryDirectory(prefix="lousho-improve-") as work:
-            self.runner = Runner(self.root, Path(work), self._probe(Path(work)), self._probe_id(), self.cache,
-                                 self.ledger)
+            self.runner = build_runner(self.root, self.module, self.model, self.environ, Path(work), self.cache,
+                                       self.ledger)
             try:
                 result = self._search()
             finally:
@@ -181,19 +200,6 @@ class _Step:
             raise NoCases("no training cases: every case is held out, or there are none")
         return training, [c for c in cases if c.held_out]
 
-    def _probe(self, work: Path) -> Any:
-        if self.module.probe is not None:
-            return self.module.probe
-        if self.model is None:
-            raise CheckModuleInvalid("no model for the agent and no probe() in the check module",
-                                     code="LOUSHO_IMPROVE_NO_MODEL", hint="pass --model-url and --model")
-        return AgentProbe(self.model, self.module.check, self.environ, read_only=self.module.read_only, work_dir=work)
-
-    def _probe_id(self) -> str:
-        if self.module.probe is not None:
-            return f"probe:{self.module.name}"
-        assert self.model is not None
-        return f"agent:{self.model.url}:{self.model.model}"
 
     def _editor(self) -> ModelClient:
         inner = self.editor_client
@@ -222,6 +228,9 @@ class _Step:
             return self._keep("no training run failed its check (the others could not be scored)")
         self.failed_names = sorted({r.failed_check for rs in base_runs.values() for r in rs if r.failed_check}
                                    | {n for c in self.training for n in c.failed_checks})
+        stop = self.stop_check()
+        if stop:
+            raise Stopped(f"stopped before the editors: {stop}")
         editor = self._editor()
         if self.mode == "seq":
             candidates = self._seq_rounds(editor, base_runs)
@@ -363,6 +372,8 @@ class _Step:
             self._note("select", chosen.name, "chosen" if choice.index is not None else "fallback: cheapest",
                        choice.reason, {"passers": [c.name for c, _ in passed]})
         self.flags.extend(decision.flags)
+        by_label = {self.labels[c.id]: c.id for c in self.training}
+        self.helped = tuple(by_label[r.label] for r in decision.rows if r.verdict == "helped")
         return self._result("proposal", f"{chosen.name} passed the gate: {decision.reason}", chosen)
 
     def _screen(self, candidate: Candidate) -> tuple[str, ...] | None:
@@ -405,6 +416,8 @@ class _Step:
             outcome, reason, str(self.root), self.base.revision,
             chosen.harness.revision if chosen else None, diff(self.base, chosen.harness) if chosen else "",
             files, chosen.name if chosen else None, tuple(self.decisions), cost, ledger.to_dict(), tuple(self.flags),
+            training=tuple(getattr(self, "training", ())), held_out=tuple(getattr(self, "held_out", ())),
+            helped=tuple(getattr(self, "helped", ())),
         )
 
 

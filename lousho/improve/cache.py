@@ -62,8 +62,9 @@ class Ledger:
                 self.tokens += tokens
             over = self.token_limit is not None and self.tokens > self.token_limit
         if over:
+            # Checked after every run and call, so the overshoot is at most this last one.
             raise BudgetExceeded(f"the step spent {self.tokens} tokens, over the {self.token_limit} left in "
-                                 "today's budget")
+                                 f"today's budget (the last {kind} run or call cost {tokens})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"editor_calls": self.editor.to_dict(), "probe_runs": self.probe.to_dict(),

@@ -101,11 +101,11 @@ def _monitor(setup: LoopSetup, watched: dict[str, object], *, guarded: bool) -> 
                 "applied_passes": decision.applied_passes, "z": decision.z, "false_alarm": decision.false_alarm,
                 "power": decision.power}
     if decision.action == "rollback":
-        audit.append(setup.paths, "monitor", action="rollback", reason=decision.reason, **evidence)
+        audit.append(setup.paths, "monitor", decision="rollback", reason=decision.reason, **evidence)
         rollback(setup, reason=f"monitor: {decision.reason}")
         return Tick("rollback", f"the monitor saw a regression: {decision.reason}")
     if decision.action in ("keep", "kept-unverified"):
-        audit.append(setup.paths, "monitor", action=decision.action, reason=decision.reason, **evidence)
+        audit.append(setup.paths, "monitor", decision=decision.action, reason=decision.reason, **evidence)
         outcome = "kept" if decision.action == "keep" else "kept-unverified"
         keep(setup, outcome, decision.reason)
         return Tick(outcome, decision.reason)

@@ -32,7 +32,8 @@ class Clock:
 @contextmanager
 def loop(tmp_path: Path, plans: dict[str, Any], *, config: dict[str, Any] | None = None, agent_script: Any = None,
          cases: list[dict[str, Any]] | None = None, observe: str | None = None,
-         clock: Callable[[], datetime] | None = None) -> Iterator[tuple[LoopSetup, ScriptedModelServer, ScriptedModelServer]]:
+         clock: Callable[[], datetime] | None = None,
+         ) -> Iterator[tuple[LoopSetup, ScriptedModelServer, ScriptedModelServer]]:
     agent, check = make_agent(tmp_path, cases)
     if config:
         Paths(agent).ensure()

@@ -15,8 +15,8 @@ from lousho.improve import audit, lessons
 from lousho.improve.cycle import apply_proposal, force_apply, load_proposal, reject_proposal, rollback, run_cycle
 from lousho.improve.harness import read_harness
 from lousho.improve.state import Paths, load_state
-from lousho.improve.watcher import tick
 from lousho.improve.watch_lease import new_owner
+from lousho.improve.watcher import tick
 
 
 def test_auto_mode_applies_a_true_fix_after_the_canary_and_guards_it(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from lousho.agent.traffic_route import route
 from lousho.improve.cycle import run_cycle
 from lousho.improve.harness import read_harness
 from lousho.improve.state import load_state, now_utc
-from lousho.improve.watcher import tick
 from lousho.improve.watch_lease import new_owner
+from lousho.improve.watcher import tick
 from lousho.observe.export import instrument
 from lousho.observe.process import DaemonProcess
 

@@ -75,14 +75,15 @@ def demo(workdir: Path, n_runs: int) -> None:
         cases = cases_from_failures(store, "ledger", recurring_only=True)
         click.echo(cases.select("case_id", "count", "failed_checks", "run_ids"))
         _improve_step(agent_dir, daemon.url)
-        _say("8. lousho sql: tokens and tool calls by outcome")
+        _self_healing_loop(agent_dir, daemon.url, store_url)
+        _say("10. lousho sql: tokens and tool calls by outcome")
         _lousho("sql", "--url", daemon.url,
                 "SELECT status, passed, count(*) AS runs, sum(model_calls) AS model_calls, "
                 "sum(tool_calls) AS tool_calls, sum(input_tokens + output_tokens) AS tokens "
                 "FROM runs GROUP BY ALL ORDER BY ALL")
     finally:
         code = daemon.stop()
-    _say(f"9. daemon stopped with SIGTERM: drained, committed, exit code {code}")
+    _say(f"11. daemon stopped with SIGTERM: drained, committed, exit code {code}")
     if code != 0:
         raise SystemExit(code)
     _say(f"done. Stores: {db} (spans) and {store_url} (runs). Try: lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"")
@@ -102,6 +103,54 @@ def _improve_step(agent_dir: Path, observe_url: str) -> None:
                                editor_model=ModelConfig(editor.url, "scripted-editor"), observe=observe_url,
                                recurring_only=True)
     click.echo(format_improve_result(result), nl=False)
+
+
+def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> None:
+    """The loop in auto mode: a cycle applies the fix after its canary and corpus guard; live runs of
+    the new revision reach the daemon; the watcher's monitor keeps the edit. Then a harmful edit forced
+    past the gate is rolled back by the watcher's corpus guard, and the audit chain still verifies."""
+    from lousho.agent.loop import RunOptions
+    from lousho.agent.runner import AgentSetup, open_agent
+    from lousho.improve.cycle import LoopSetup, force_apply, run_cycle
+    from lousho.improve.harness import read_harness
+    from lousho.improve.watch_lease import new_owner
+    from lousho.improve.watcher import tick
+    from lousho.models.config import ModelConfig
+    from lousho.models.scripted import ScriptedModelServer
+
+    _say("8. the self-healing loop, auto mode: lousho improve DIR --check check.py --apply")
+    with ScriptedModelServer(agent_dir / "model.py", seed=1) as model, \
+            ScriptedModelServer(agent_dir / "editor.py") as editor:
+        agent_model = ModelConfig(model.url, "scripted")
+        setup = LoopSetup(agent_dir, agent_dir / "check.py", agent_model, ModelConfig(editor.url, "scripted-editor"),
+                          observe=observe_url, environ={})
+        cycle = run_cycle(setup)
+        for check in cycle.checks:
+            click.echo(f"   {check.name}: {'pass' if check.passed else 'FAIL'}: {check.reason}")
+        click.echo(f"   cycle: {cycle.outcome}: {cycle.reason}")
+        live = AgentSetup(agent_dir, agent_model, store_url, observe_url, check_path=agent_dir / "check.py",
+                          batch_export=True)
+        rng = random.Random(8)
+        with open_agent(live, {}) as agent:
+            for _ in range(64):
+                text = _task(rng, 0)
+                agent.send(text, options=RunOptions(case_id=_case(text)), setup=live.to_payload())
+        click.echo("   64 live runs on the applied revision")
+        owner = new_owner()
+        watched = tick(setup, owner)
+        click.echo(f"   watcher tick: {watched.action}: {watched.reason}")
+
+        _say("9. a harmful edit forced past the gate; the watcher's corpus guard rolls it back")
+        base = read_harness(agent_dir)
+        harmful = base.with_file("instructions.md", base.files["instructions.md"]
+                                 + "- Answer from memory; do not call tools.\n")
+        click.echo(f"   {force_apply(setup, harmful, reason='planted by the demo').reason}")
+        rolled = tick(setup, owner)
+        click.echo(f"   watcher tick: {rolled.action}: {rolled.reason}")
+        same = read_harness(agent_dir).revision == base.revision
+        click.echo(f"   the harness is back at {read_harness(agent_dir).revision} (the kept edit): {same}")
+    _lousho("improve", "audit", str(agent_dir), "--verify")
+    _lousho("improve", "status", str(agent_dir))
 
 
 def _recover_until_finished(store_url: str, run_id: str, observe_url: str, timeout: float = 60.0) -> None:

@@ -22,5 +22,8 @@ def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_clean
     assert "saved 3 notes" in out
     assert "sum-correct" in out  # failures grouped into cases
     assert "lousho improve: " in out and "error rate" in out  # one improvement step's card, with its error rates
+    assert "cycle: applied" in out and "watcher tick: kept" in out  # the loop applies a fix; the monitor keeps it
+    assert "watcher tick: rollback" in out and "(the kept edit): True" in out  # planted harm rolled back
+    assert "audit: ok" in out
     assert "exit code 0" in out
     assert (tmp_path / "demo" / "observe.duckdb").exists()

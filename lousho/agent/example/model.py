@@ -22,6 +22,8 @@ def respond(request):
         numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", text)]
         if done:
             return f"The sum is {_fmt(float(done[-1]['content']))}."
+        if "answer from memory" in request.system.lower():  # the demo's planted harmful rule
+            return f"The sum is {_fmt(sum(numbers) + 1)}."
         careful = "never add in your head" in request.system.lower() or "always" in request.system.lower()
         # Keyed by the request and by how often it was seen: the same input gets the same sequence of
         # draws on every replay of the demo, yet repeats of one input do not all behave alike.

@@ -1,4 +1,4 @@
-"""`make demo` runs the main job end to end; this runs the same command on a smaller workload."""
+"""`make demo` runs the main job end to end; this runs the same command, as `make demo` does."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 @pytest.mark.slow
 def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_cleanly(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "lousho", "demo", "--dir", str(tmp_path / "demo"), "--runs", "60"],
+        [sys.executable, "-m", "lousho", "demo", "--dir", str(tmp_path / "demo"), "--runs", "200"],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "60 runs of the reference agent" in out
+    assert "200 runs of the reference agent" in out
     assert "1 unfinished run" in out and "on_recovered('demo-killed'); status finished" in out
     assert "saved 3 notes" in out
     assert "sum-correct" in out  # failures grouped into cases

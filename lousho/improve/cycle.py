@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lousho.agent.verdict import Check
+from lousho.errors import LoushoError
 from lousho.improve import audit, corpus, lessons, reflection, traffic, writer
 from lousho.improve.cache import Cache, Ledger
 from lousho.improve.card import format_improve_result
@@ -28,11 +29,11 @@ from lousho.improve.controls import RateLimited, kill_switch, refusal
 from lousho.improve.corpus import CheckDecision
 from lousho.improve.errors import BudgetExceeded
 from lousho.improve.harness import Harness, read_harness
+from lousho.improve.locks import exclusive
 from lousho.improve.records import Case
 from lousho.improve.result import ImproveResult
 from lousho.improve.state import (
     LoopConfig,
-    LoopState,
     Paths,
     iso,
     load_config,
@@ -101,19 +102,25 @@ def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:
         save_state(paths, state)
         audit.append(paths, "cycle-refused", reason=why)
         return CycleResult("refused", why)
-    cycle_id = f"c-{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    state.cycles_today += 1
-    state.last_cycle_at = iso(now)
-    save_state(paths, state)
-    audit.append(paths, "cycle-start", cycle=cycle_id, mode=config.approval)
-    try:
-        result = _cycle(setup, paths, config, cycle_id)
-    except BudgetExceeded as e:
-        result = CycleResult("refused", e.message)
-    _spend(paths, result.tokens)
-    audit.append(paths, "cycle-end", cycle=cycle_id, outcome=result.outcome, reason=result.reason[:500],
-                 tokens=result.tokens)
-    return result
+    with exclusive(paths, "cycle", wait=False) as held:
+        if not held:
+            return CycleResult("refused", "another cycle is running on this directory")
+        cycle_id = f"c-{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        state = load_state(paths)
+        state.roll_day(now)
+        state.cycles_today += 1
+        state.last_cycle_at = iso(now)
+        save_state(paths, state)
+        audit.append(paths, "cycle-start", cycle=cycle_id, mode=config.approval)
+        try:
+            result = _cycle(setup, paths, config, cycle_id)
+        except BudgetExceeded as e:
+            result = CycleResult("refused", e.message)
+        except LoushoError as e:  # a clear outcome and an audit line for every failure a user can meet
+            result = CycleResult("error", f"{e.code}: {e.message}")
+        audit.append(paths, "cycle-end", cycle=cycle_id, outcome=result.outcome, reason=result.reason[:500],
+                     tokens=result.tokens)
+        return result
 
 
 def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) -> CycleResult:
@@ -129,6 +136,7 @@ def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) ->
         stop_check=lambda: kill_switch(paths, setup.environ),
     )
     tokens = step.cost.tokens
+    _spend(paths, tokens)  # now, so the canary and the guard see what is left of today's budget
     cited = sorted({i for d in step.decisions if d.kind == "editor" for i in lessons.cited(d.reason, shown)})
     if step.error is not None:
         code = step.error["code"]
@@ -141,6 +149,11 @@ def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) ->
             tokens += _reflect(setup, config, paths, step, "kept the base: " + step.reason, cycle_id)
         return CycleResult("kept-base", step.reason, step, tokens=tokens)
     base = read_harness(setup.agent_dir)
+    if base.revision != step.base_revision:  # someone edited the harness while the editors worked
+        audit.append(paths, "write-refused", cycle=cycle_id, reason="stale", expected=step.base_revision,
+                     found=base.revision)
+        return CycleResult("refused", f"stale: the harness changed to {base.revision} during the cycle (it was "
+                                      f"{step.base_revision})", step, tokens=tokens)
     target = _target(base, step)
     protected = [c for c in module_cases(module) if c.protected]
     corpus.add(paths, protected, "protected", base.revision)
@@ -148,10 +161,9 @@ def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) ->
     if stop:
         audit.append(paths, "paused", cycle=cycle_id, before="canary", reason=stop)
         return CycleResult("paused", f"kill switch before the canary: {stop}", step, tokens=tokens)
-    with _runs(setup, module, load_state(paths), config) as (run_many, ledger):
+    with _runs(setup, module, config) as (run_many, ledger):
         canary = corpus.replay_canary(run_many, target, step.training, corpus.load(paths))
-        tokens += ledger.tokens
-        ledger.tokens = 0
+    tokens += ledger.tokens
     audit.append(paths, "canary", cycle=cycle_id, passed=canary.passed, reason=canary.reason,
                  revision=target.revision)
     if not canary.passed:
@@ -183,6 +195,10 @@ def apply_proposal(setup: LoopSetup, proposal_id: str, *, by: str) -> CycleResul
     data = load_proposal(paths, proposal_id)
     if data["status"] != "pending":
         return CycleResult("refused", f"{proposal_id} is {data['status']}, not pending", proposal_id=proposal_id)
+    module = load_check_module(setup.check)
+    if module.probe is None and setup.model is None:  # refuse before writing, not after
+        return CycleResult("refused", "the corpus guard runs the agent after the write: pass the agent's model "
+                                      "(--model-url, --model) or a check module with probe()", proposal_id=proposal_id)
     stop = kill_switch(paths, setup.environ)
     if stop:
         audit.append(paths, "paused", before="write", proposal=proposal_id, reason=stop)
@@ -214,6 +230,10 @@ def apply_proposal(setup: LoopSetup, proposal_id: str, *, by: str) -> CycleResul
 def promote(setup: LoopSetup, proposal_id: str) -> CycleResult:
     """The traffic canary passed: write the candidate, then guard and monitor it like any apply."""
     paths = setup.paths
+    stop = kill_switch(paths, setup.environ)
+    if stop:
+        audit.append(paths, "paused", before="write", proposal=proposal_id, reason=stop)
+        return CycleResult("paused", f"kill switch before the write: {stop}", proposal_id=proposal_id)
     data = load_proposal(paths, proposal_id)
     base = writer.load_revision(paths, data["base"])
     target = writer.load_revision(paths, data["revision"])
@@ -260,13 +280,12 @@ def run_guard(setup: LoopSetup) -> tuple[CheckDecision, int]:
     config = load_config(paths)
     before = writer.load_revision(paths, watched["before"])
     after = read_harness(setup.agent_dir)
-    with _runs(setup, module, state, config) as (run_many, ledger):
+    with _runs(setup, module, config) as (run_many, ledger):
         try:
             guard = corpus.corpus_guard(run_many, before, after, corpus.load(paths))
         except BudgetExceeded as e:
             guard = CheckDecision("guard", False, f"cannot judge: {e.message}")
-        tokens = ledger.tokens
-    _spend(paths, tokens)
+    tokens = ledger.tokens
     state = load_state(paths)
     state.last_guard_at = iso(setup.clock())
     save_state(paths, state)
@@ -286,18 +305,24 @@ def rollback(setup: LoopSetup, *, to: str | None = None, reason: str) -> CycleRe
         raise writer.RevisionMissing("nothing to roll back to: no applied edit is watched; pass --to REV")
     target = writer.load_revision(paths, target_rev)
     current = read_harness(setup.agent_dir)
-    written = writer.write(paths, target, expected=current.revision, action="rollback", reason=reason,
-                           check_injection=False)  # restoring checked bytes: they were checked when written
+    undoing_watched = to is None and watched.get("status") in ("monitoring", "traffic")
+    # An automatic rollback undoes the watched edit only: if a person changed the harness since, it is stale.
+    expected = str(watched["after"]) if to is None and watched.get("after") else current.revision
+    # The watched edit's base was the live harness before; any other saved revision is checked again.
+    written = writer.write(paths, target, expected=expected, action="rollback", reason=reason,
+                           check_injection=to is not None)
     now = setup.clock()
     state = load_state(paths)
     state.cooldown_until = iso(now + timedelta(hours=config.cooldown_hours))
-    if state.watched:
+    if state.watched and undoing_watched:
         state.watched = {**state.watched, "status": "rolled-back", "rolled_back_at": iso(now), "reason": reason}
         retired = lessons.vote(paths, state.watched.get("cited", []), helped=False, at=now)
         for lesson in retired:
             audit.append(paths, "lesson-retired", lesson=lesson.id)
     save_state(paths, state)
     audit.append(paths, "cooldown", until=state.cooldown_until)
+    if undoing_watched:
+        _reflect_on(setup, config, state.watched or {}, f"rolled back: {reason}")
     return CycleResult("rolled-back", reason, revision=written.after)
 
 
@@ -312,6 +337,7 @@ def keep(setup: LoopSetup, outcome: str, reason: str) -> None:
     if outcome == "kept":
         lessons.vote(paths, state.watched.get("cited", []), helped=True)
     audit.append(paths, outcome, revision=state.watched.get("after"), reason=reason)
+    _reflect_on(setup, load_config(paths), state.watched, f"{outcome}: {reason}")
 
 
 def force_apply(setup: LoopSetup, target: Harness, *, reason: str) -> CycleResult:
@@ -405,10 +431,13 @@ def _editor_client(setup: LoopSetup, config: LoopConfig) -> ModelClient | None:
 
 
 class _runs:  # noqa: N801 (a context manager used like a function)
-    """A runner with its own throwaway directory and a ledger bounded by today's remaining tokens."""
+    """A runner with its own throwaway directory and a ledger bounded by what is left of today's tokens;
+    what it spent is recorded when the block ends, also when it ends by an exception."""
 
-    def __init__(self, setup: LoopSetup, module: CheckModule, state: LoopState, config: LoopConfig) -> None:
+    def __init__(self, setup: LoopSetup, module: CheckModule, config: LoopConfig) -> None:
         self.setup, self.module = setup, module
+        state = load_state(setup.paths)
+        state.roll_day(setup.clock())
         self.ledger = Ledger(token_limit=max(config.tokens_per_day - state.tokens_today, 0))
 
     def __enter__(self) -> tuple[Any, Ledger]:
@@ -419,6 +448,29 @@ class _runs:  # noqa: N801 (a context manager used like a function)
 
     def __exit__(self, *exc: object) -> None:
         self._tmp.cleanup()
+        _spend(self.setup.paths, self.ledger.tokens)
+
+
+def _reflect_on(setup: LoopSetup, config: LoopConfig, watched: dict[str, Any], outcome: str) -> None:
+    """Reflection once an applied edit is decided (kept or rolled back): from its proposal's card and diff."""
+    proposal = watched.get("proposal")
+    client = _editor_client(setup, config)
+    if not proposal or client is None or kill_switch(setup.paths, setup.environ):
+        return
+    try:
+        data = load_proposal(setup.paths, str(proposal))
+    except ProposalNotFound:
+        return
+    names = [c.get("failed_check") for c in data.get("training", []) if c.get("failed_check")]
+    result = reflection.reflect(client, card=data.get("card", ""), diff=data.get("diff", ""), verdicts=[],
+                                outcome=outcome, failed_checks=names)
+    _spend(setup.paths, result.tokens)
+    if result.lesson:
+        added = lessons.add(setup.paths, result.lesson, cycle=str(data.get("cycle", "")), failed_checks=names)
+        if isinstance(added, str):
+            audit.append(setup.paths, "lesson-refused", proposal=proposal, reason=added)
+        else:
+            audit.append(setup.paths, "lesson", proposal=proposal, lesson=added.id, text=added.text)
 
 
 def _reflect(setup: LoopSetup, config: LoopConfig, paths: Paths, step: ImproveResult, outcome: str,
@@ -433,10 +485,11 @@ def _reflect(setup: LoopSetup, config: LoopConfig, paths: Paths, step: ImproveRe
     names += [d.reason.split("'")[1] for d in step.decisions if d.kind == "quoted-check" and "'" in d.reason]
     result = reflection.reflect(client, card=format_improve_result(step), diff=step.diff, verdicts=verdicts,
                                 outcome=outcome, failed_checks=names)
+    _spend(paths, result.tokens)
     if result.lesson:
         added = lessons.add(paths, result.lesson, cycle=cycle_id, failed_checks=names)
         if isinstance(added, str):
             audit.append(paths, "lesson-refused", cycle=cycle_id, reason=added)
         else:
             audit.append(paths, "lesson", cycle=cycle_id, lesson=added.id, text=added.text)
-    return result.tokens
+    return 0  # spent above

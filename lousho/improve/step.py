@@ -166,8 +166,11 @@ class _Step:
         self.training, self.held_out = training, held_out
         self.labels = {c.id: f"training case {i}" for i, c in enumerate(training, 1)}
         self.labels.update({c.id: f"held-out case {i}" for i, c in enumerate(held_out, 1)})
-        held_ids = {c.id for c in held_out}
-        self.recoveries = tuple(r for r in self.recoveries if r.case_id not in held_ids)
+        # By id and by input: a live run without a case id is keyed by its input's hash, so the same
+        # held-out input can arrive under another id.
+        held_ids, held_inputs = {c.id for c in held_out}, {c.input.strip() for c in held_out}
+        self.recoveries = tuple(r for r in self.recoveries
+                                if r.case_id not in held_ids and r.input.strip() not in held_inputs)
         with tempfile.TemporaryDirectory(prefix="lousho-improve-") as work:
             self.runner = build_runner(self.root, self.module, self.model, self.environ, Path(work), self.cache,
                                        self.ledger)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from lousho.improve import audit, traffic
 from lousho.improve.controls import kill_switch
 from lousho.improve.cycle import CycleResult, LoopSetup, keep, promote, rollback, run_cycle, run_guard
+from lousho.improve.harness import read_harness
 from lousho.improve.state import load_config, load_state, parse_iso
 from lousho.improve.watch_lease import acquire, new_owner, release
 
@@ -31,12 +32,14 @@ class Tick:
     cycle: CycleResult | None = None
 
 
-def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | None = None) -> Tick:
+def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | None = None,
+         interval: float | None = None) -> Tick:
+    """One tick. ``interval``: the seconds between this watcher's ticks (the lease lasts two of them)."""
     paths = setup.paths
     paths.ensure()
     config = load_config(paths)
     now = setup.clock()
-    held, lease = acquire(paths, owner, config.interval_seconds, now)
+    held, lease = acquire(paths, owner, interval if interval is not None else config.interval_seconds, now)
     if not held:
         return Tick("leased-elsewhere", f"the watcher {lease.owner if lease else '?'} holds the lease")
     stop = kill_switch(paths, setup.environ)
@@ -48,6 +51,11 @@ def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | No
     if status == "traffic":
         return _traffic(setup, watched, traffic_outcomes)
     if status == "monitoring":
+        current = read_harness(setup.agent_dir).revision
+        if current != watched.get("after"):  # a person changed the harness since: this edit is not live
+            _set_watched(setup, {**watched, "status": "superseded", "reason": f"the harness is now {current}"})
+            audit.append(paths, "superseded", revision=watched.get("after"), found=current)
+            return Tick("superseded", f"the watched edit {watched.get('after')} is no longer live ({current} is)")
         due = state.last_guard_at is None or now - parse_iso(state.last_guard_at) >= timedelta(
             hours=config.guard_every_hours)
         if due:
@@ -65,13 +73,17 @@ def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | No
 
 def watch(setup: LoopSetup, *, ticks: int | None = None, interval: float | None = None,
           on_tick: Callable[[Tick], None] | None = None) -> None:
-    """Tick every ``interval`` seconds (the config's by default) until ``ticks`` ran or Ctrl-C."""
+    """Tick every ``interval`` seconds (the config's by default) until ``ticks`` ran or Ctrl-C. A tick that
+    fails (the daemon unreachable, a model down) is reported and the watcher goes on: it is what rolls back."""
     owner = new_owner()
     paths = setup.paths
     count = 0
     try:
         while ticks is None or count < ticks:
-            result = tick(setup, owner)
+            try:
+                result = tick(setup, owner, interval=interval)
+            except Exception as e:  # deliberate: one bad tick must not end the only thing that rolls back
+                result = Tick("error", f"{type(e).__name__}: {getattr(e, 'message', e)}")
             if on_tick is not None:
                 on_tick(result)
             count += 1
@@ -84,6 +96,13 @@ def watch(setup: LoopSetup, *, ticks: int | None = None, interval: float | None 
 
 def _monitor(setup: LoopSetup, watched: dict[str, object], *, guarded: bool) -> Tick:
     if not setup.observe:
+        config = load_config(setup.paths)
+        age = setup.clock() - parse_iso(str(watched["applied_at"]))
+        if age >= timedelta(days=config.monitor_max_age_days):
+            reason = f"no live runs could be read in {config.monitor_max_age_days:g} days (no --observe)"
+            audit.append(setup.paths, "monitor", decision="kept-unverified", reason=reason)
+            keep(setup, "kept-unverified", reason)
+            return Tick("kept-unverified", reason)
         return Tick("guard" if guarded else "monitoring", "no observe store configured: the monitor cannot read "
                                                            "live runs (pass --observe)")
     from lousho.analysis.live_monitor import Monitor
@@ -122,8 +141,16 @@ def _traffic(setup: LoopSetup, watched: dict[str, object], outcomes: TrafficOutc
         decision = traffic.decide(paths, store=connect(setup.observe, token=setup.observe_token))
     else:
         return Tick("traffic", "no observe store configured: the traffic canary cannot be judged")
+    config = load_config(paths)
+    started = parse_iso(str(watched.get("started_at")))
+    if decision.action == "continue" and setup.clock() - started >= timedelta(days=config.monitor_max_age_days):
+        decision = replace(decision, action="retire", reason=f"not enough scored candidate runs in "
+                                                             f"{config.monitor_max_age_days:g} days: {decision.reason}")
     if decision.action == "continue":
         return Tick("traffic", decision.reason)
+    stop = kill_switch(paths, setup.environ)
+    if stop and decision.action == "promote":  # the canary stays running; the next tick decides again
+        return Tick("paused", f"kill switch before the promote: {stop}")
     traffic.finish(paths, decision.action)
     audit.append(paths, f"traffic-{decision.action}", reason=decision.reason, proposal=watched.get("proposal"))
     proposal = str(watched.get("proposal"))
@@ -139,7 +166,18 @@ def _traffic(setup: LoopSetup, watched: dict[str, object], outcomes: TrafficOutc
         save_state(paths, state)
         return Tick("traffic", f"retired: {decision.reason}")
     result = promote(setup, proposal)
+    if result.outcome not in ("applied", "rolled-back"):  # refused (stale) or paused: stop watching it
+        _set_watched(setup, {**watched, "status": "promote-refused", "reason": result.reason})
+        return Tick("traffic", f"promote refused: {result.reason}", result)
     return Tick("traffic", f"promoted: {result.outcome}: {result.reason}", result)
+
+
+def _set_watched(setup: LoopSetup, watched: dict[str, object]) -> None:
+    from lousho.improve.state import save_state
+
+    state = load_state(setup.paths)
+    state.watched = dict(watched)
+    save_state(setup.paths, state)
 
 
 def _agent_name(setup: LoopSetup) -> str:

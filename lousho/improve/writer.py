@@ -17,6 +17,7 @@ from typing import Any
 from lousho.errors import LoushoError
 from lousho.improve import audit, injection
 from lousho.improve.harness import Harness, read_harness
+from lousho.improve.locks import exclusive
 from lousho.improve.state import Paths, iso, now_utc
 
 
@@ -45,11 +46,17 @@ class Written:
 def write(paths: Paths, target: Harness, *, expected: str, action: str, check_injection: bool = True,
           **fields: Any) -> Written:
     """Make the agent directory's harness exactly ``target`` if it is still at revision ``expected``."""
+    with exclusive(paths, "write"):
+        return _write(paths, target, expected=expected, action=action, check_injection=check_injection, **fields)
+
+
+def _write(paths: Paths, target: Harness, *, expected: str, action: str, check_injection: bool,
+           **fields: Any) -> Written:
     current = read_harness(paths.agent_dir)
     if current.revision != expected:
         audit.append(paths, "write-refused", reason="stale", expected=expected, found=current.revision,
                      target=target.revision, **fields)
-        raise StaleHarness(f"the harness is at {current.revision}, not {expected} as when this edit was made")
+        raise StaleHarness(f"stale: the harness is at {current.revision}, not {expected} as when this edit was made")
     changed = current.changed_paths(target)
     if check_injection:
         added = "\n".join(injection.added_text(current.files.get(p, ""), target.files.get(p, "")) for p in changed)
@@ -62,8 +69,9 @@ def write(paths: Paths, target: Harness, *, expected: str, action: str, check_in
     save_revision(paths, target)
     _replace_all(paths.agent_dir, current, target, changed)
     after = read_harness(paths.agent_dir)
-    if after.revision != target.revision:  # another writer between our check and our write
-        raise StaleHarness(f"the harness ended at {after.revision}, not {target.revision}")
+    if after.revision != target.revision:  # a hand edit outside the writer, between our check and our write
+        audit.append(paths, "write-conflict", expected=target.revision, found=after.revision, **fields)
+        raise StaleHarness(f"the harness ended at {after.revision}, not {target.revision}: edited during the write")
     audit.append(paths, action, before=current.revision, after=target.revision, files=changed, **fields)
     return Written(current.revision, target.revision, tuple(changed))
 

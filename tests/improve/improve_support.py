@@ -146,7 +146,7 @@ def _fmt(value: float) -> str:
 Plan = Callable[[str, str], list[str] | None]  # (role, user message) -> lines to append, or None
 
 
-def editor_script(plans: Mapping[str, Any], *, select: str = "A",
+def editor_script(plans: Mapping[str, Any], *, select: str = "A", reflect: str = "NONE",
                   log: list[dict[str, Any]] | None = None) -> Callable[[ScriptRequest], Any]:
     """A scripted editor. ``plans`` maps "invariant", "domain", "invariant-2"... to the lines it appends
     to instructions.md (a list), a callable (role, user text) -> lines, or ("prepend", lines).
@@ -174,6 +174,8 @@ def editor_script(plans: Mapping[str, Any], *, select: str = "A",
         system = request.system
         if system.startswith("You compare edits"):
             return select
+        if system.startswith("You reflect on one finished cycle"):
+            return reflect
         role = "invariant" if "invariant editor" in system else "domain"
         match = re.search(r"proposer (\d) of", system)
         key = f"{role}-{match.group(1)}" if match and match.group(1) != "1" else role

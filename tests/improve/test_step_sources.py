@@ -47,7 +47,9 @@ def test_cases_come_from_failed_runs_of_the_live_revision(tmp_path: Path, daemon
 def test_recoveries_are_untrusted_evidence_and_never_of_a_held_out_case(tmp_path: Path,
                                                                         agent_model: ModelConfig) -> None:
     recoveries = [Recovery("add-a", "add 2 3 4", "The sum is 10.", "wrong sum", "retry: use the tool", "The sum is 9."),
-                  Recovery("notes", f"note: {HELD_OUT_SECRET}, beta", "ok", None, "retry", "saved 2 notes")]
+                  Recovery("notes", f"note: {HELD_OUT_SECRET}, beta", "ok", None, "retry", "saved 2 notes"),
+                  # A live run without a case id is keyed by its input's hash: the same held-out input.
+                  Recovery("input:0f3a", f"note: {HELD_OUT_SECRET}, beta", "ok", None, "retry", "saved 2 notes")]
     result, requests = step(tmp_path, agent_model, {"invariant": [ADD_FIX]}, recoveries=recoveries)
     first = requests[0]["messages"][1]["content"]
     assert "recovery 1" in first and "retry: use the tool" in first

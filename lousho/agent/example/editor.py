@@ -1,7 +1,8 @@
 """A scripted editor for the example agent (demo and tests): it reads instructions.md, and when the
 run records it was shown hold a wrong sum, it adds a rule to use the add tool; it asks nothing else.
 
-The blind selector (a request whose system prompt starts "You compare edits") gets "A".
+The blind selector (a request whose system prompt starts "You compare edits") gets "A"; the reflection
+session gets one fixed lesson.
 """
 
 RULE = "Always call the add tool to add numbers; never add in your head."
@@ -10,6 +11,8 @@ RULE = "Always call the add tool to add numbers; never add in your head."
 def respond(request):
     if request.system.startswith("You compare edits"):
         return "A"
+    if request.system.startswith("You reflect on one finished cycle"):
+        return "Name the tool the agent must use for the task, not the answer it should give."
     user = next((m["content"] for m in request.messages if m.get("role") == "user"), "")
     if "invariant editor" not in request.system or "sum-correct" not in user:
         return "No edit to the instructions would fix these runs."

@@ -1,0 +1,30 @@
+"""Locks across processes on one agent directory: one cycle at a time, one writer at a time.
+
+The watcher's lease keeps a second watcher idle; these keep a CLI approve, a rollback, the daemon's
+triggered cycle and a watcher from interleaving their writes or their state updates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from lousho.improve.state import Paths
+
+
+@contextmanager
+def exclusive(paths: Paths, name: str, *, wait: bool = True) -> Iterator[bool]:
+    """An ``fcntl`` lock on ``.lousho/<name>.lock`` across processes: one cycle (``wait=False``: yields
+    False when another holds it) or one writer at a time per directory."""
+    paths.ensure()
+    with (paths.root / f"{name}.lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

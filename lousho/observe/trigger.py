@@ -225,6 +225,10 @@ class Trigger:
         """One look at ``agent``: reap its finished cycle, judge its live revision, act on a regression."""
         self._reap(agent)
         revision, outcomes = self._live_outcomes(agent)
+        if revision is not None:
+            # Once another revision is live, an older one's regression is over: if a rollback brings it
+            # back, a new regression on it may start a cycle again (the loop's cooldown still applies).
+            self._started = {(a, r) for a, r in self._started if a != agent.name or r == revision}
         if revision is None or (agent.name, revision) in self._started:
             return
         window = judge(outcomes, window=self.config.window, min_drop=self.config.min_drop,

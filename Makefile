@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/lousho demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check lousho tests benchmarks
+	$(BIN)/ruff check lousho tests benchmarks notebooks
 
 # The recover tests start a throwaway Postgres server (tests/recover/pg_support.py). Debian keeps initdb off PATH,
 # under /usr/lib/postgresql/<version>/bin; install the server package when no version is there. The Debian package

@@ -24,6 +24,7 @@ COMMANDS = {
     "recover": "lousho.recover.recover_cli:recover_command",
     "demo": "lousho.demo:demo",
     "improve": "lousho.improve.cli:improve",
+    "plot": "lousho.plot.cli:plot",
 }
 # Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent).
 EXTRA = {

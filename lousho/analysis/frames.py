@@ -104,8 +104,10 @@ def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k:
     )
     low, high = wilson_arrays(summary["passes"].to_numpy(), summary["runs"].to_numpy())
     summary = summary.with_columns(wilson_low=pl.Series(low), wilson_high=pl.Series(high))
+    # Grouped by case too, unless the caller already groups by case (a key named twice is an error).
+    case_keys = keys if "case_id" in keys else [*keys, "case_id"]
     per_case = (
-        scored.group_by([*keys, "case_id"])
+        scored.group_by(case_keys)
         .agg(n=pl.len(), c=pl.col("passed").cast(pl.Int64).sum())
         .filter(pl.col("n") >= k)
     )

@@ -127,6 +127,8 @@ def test_pass_rates_by_revision_have_wilson_bounds_pass_hat_k_and_tokens(store):
     assert new["runs"] == new["passes"] + (new["runs"] - new["passes"])
     assert new["wilson_low"] < new["pass_rate"] < new["wilson_high"]
     assert new["tokens_per_passing_run"] > 120  # new-6 spent 400 tokens, the others 120
+    by_case = pass_rates(runs(store, agent="coder"), by=["case_id", "harness_revision"], k=1)
+    assert by_case.height >= 2 and set(by_case.columns) >= {"case_id", "harness_revision", "pass_hat_1"}
 
 
 def test_an_empty_store_gives_empty_frames(tmp_path):

@@ -1,0 +1,72 @@
+"""Which applied edit a monitor plot draws: the one the loop watches, or one named from the audit log.
+
+Read-only: the loop's files (``state.json``, ``audit.jsonl``) are read through improve's own readers
+and never written, so a plot can run next to a live watcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from lousho.improve.audit import entries
+from lousho.improve.state import Paths, load_state, parse_iso
+from lousho.plot.errors import NoWatchedEdit
+
+
+@dataclass(frozen=True)
+class AppliedEdit:
+    """An edit as the monitor sees it: the base revision, the applied one, and when it was applied.
+
+    ``status`` is the loop's word for it (monitoring, kept, kept-unverified, rolled-back) when it
+    comes from ``state.json``; ``None`` when it comes from the audit log, which records the apply only.
+    """
+
+    before: str
+    after: str
+    applied_at: datetime
+    status: str | None
+    source: str
+
+
+def watched_edit(agent_dir: Path) -> AppliedEdit:
+    """The edit in ``<agent_dir>/.lousho/state.json`` (``watched``), whatever its status now."""
+    paths = Paths(agent_dir)
+    watched = load_state(paths).watched if paths.state.exists() else None
+    if not watched:
+        raise NoWatchedEdit(f"{paths.state}: no applied edit is watched")
+    missing = [key for key in ("before", "after", "applied_at") if not watched.get(key)]
+    if missing:
+        # A traffic-canary candidate is watched before it is written: it has no base/apply time yet.
+        raise NoWatchedEdit(f"{paths.state}: the watched edit ({watched.get('status', '?')}) has no "
+                            f"{', '.join(missing)}: it was never applied")
+    return AppliedEdit(str(watched["before"]), str(watched["after"]), parse_iso(str(watched["applied_at"])),
+                       watched.get("status"), str(paths.state))
+
+
+def applied_edit(agent_dir: Path, revision: str) -> AppliedEdit:
+    """The latest ``apply`` in the audit log whose applied revision is ``revision`` (or starts with it)."""
+    paths = Paths(agent_dir)
+    applies = [e for e in _audit(paths) if e.get("action") == "apply" and str(e.get("after", "")).startswith(revision)]
+    if not revision or not applies:
+        known = ", ".join(sorted({str(e.get("after")) for e in _audit(paths) if e.get("action") == "apply"})) or "none"
+        raise NoWatchedEdit(f"{paths.audit}: no apply of revision {revision!r} (applied revisions: {known})")
+    last = applies[-1]
+    return AppliedEdit(str(last["before"]), str(last["after"]), parse_iso(str(last["at"])), None, str(paths.audit))
+
+
+def judged_revisions(agent_dir: Path) -> list[str]:
+    """Applied revisions the monitor reached a decision on, oldest first (for hints: these have live runs)."""
+    judged: list[str] = []
+    applied: str | None = None
+    for entry in _audit(Paths(agent_dir)):
+        if entry.get("action") == "apply":
+            applied = str(entry.get("after"))
+        elif entry.get("action") == "monitor" and applied and applied not in judged:
+            judged.append(applied)
+    return judged
+
+
+def _audit(paths: Paths) -> list[dict[str, object]]:
+    return entries(paths) if paths.audit.exists() else []

@@ -1,0 +1,144 @@
+"""`lousho plot monitor` and `lousho plot pass-rate` write real PNGs from a demo store; their errors are
+one line with a code and a hint, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lousho.cli import COMMANDS
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+EXAMPLE_AGENT = Path(__file__).resolve().parents[2] / "lousho" / "agent" / "example"
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What `make demo` leaves behind: observe.duckdb, agent/ with its .lousho/ loop state, runs.db."""
+    workdir = tmp_path_factory.mktemp("plot") / "demo"
+    result = subprocess.run([sys.executable, "-m", "lousho", "demo", "--dir", str(workdir), "--runs", "200"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return workdir
+
+
+def plot(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    # Through `lousho plot` once the group is registered in lousho/cli.py; until then its own entry point.
+    entry = ["-m", "lousho", "plot"] if "plot" in COMMANDS else ["-m", "lousho.plot"]
+    return subprocess.run([sys.executable, *entry, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def judged_revision(agent_dir: Path) -> str:
+    """The revision of the last apply the watcher's monitor decided on (read from the audit log)."""
+    entries = [json.loads(line) for line in (agent_dir / ".lousho" / "audit.jsonl").read_text().splitlines()]
+    last = max(i for i, e in enumerate(entries) if e["action"] == "monitor")
+    return next(e["after"] for e in reversed(entries[:last]) if e["action"] == "apply")
+
+
+def assert_png_with_content(path: Path, min_width: int, min_height: int) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert len(data) > 10_000, f"{len(data)} bytes: too small for a drawn plot"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert (length, kind) == (13, b"IHDR")  # the first chunk of every PNG
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= min_width and height >= min_height, (width, height)
+    from matplotlib.image import imread
+
+    pixels = imread(path)
+    assert pixels.shape[:2] == (height, width)
+    rgb = pixels[..., :3].reshape(-1, 3)
+    assert len(np.unique(rgb, axis=0)) > 50, "hardly any colours: the image is blank or flat"
+    assert rgb.std() > 0.05
+    assert (rgb.min(axis=1) < 0.9).mean() > 0.02, "almost every pixel is white"
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], exit_code: int, code: str) -> None:
+    assert result.returncode == exit_code, result.stdout + result.stderr
+    assert f"error {code}: " in result.stderr
+    assert "hint: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.system
+def test_plot_monitor_draws_the_judged_edit_as_a_png(demo_dir: Path, tmp_path: Path):
+    agent_dir = demo_dir / "agent"
+    out = tmp_path / "figures" / "monitor.png"
+    result = plot("monitor", agent_dir, "--revision", judged_revision(agent_dir),
+                  "--db", demo_dir / "observe.duckdb", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"wrote {out}: keep: no regression by the last look" in result.stdout  # the demo's monitor kept it
+    assert_png_with_content(out, 800, 600)
+
+
+@pytest.mark.slow
+@pytest.mark.system
+def test_plot_pass_rate_draws_every_harness_revision_as_a_png(demo_dir: Path, tmp_path: Path):
+    agent = tomllib.loads((demo_dir / "agent" / "agent.toml").read_text())["name"]
+    out = tmp_path / "pass-rate.png"
+    result = plot("pass-rate", "--agent", agent, "--db", demo_dir / "observe.duckdb", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "scored runs over 2 harness revisions" in result.stdout  # before and after the applied fix
+    assert_png_with_content(out, 800, 400)
+
+
+@pytest.mark.slow
+@pytest.mark.system
+def test_plot_monitor_of_an_edit_without_live_runs_exits_1_with_a_hint(demo_dir: Path, tmp_path: Path):
+    agent_dir = tmp_path / "agent"
+    shutil.copytree(demo_dir / "agent", agent_dir)
+    state_path = agent_dir / ".lousho" / "state.json"
+    state = json.loads(state_path.read_text())
+    state["watched"] = {"before": "0" * 16, "after": "f" * 16, "applied_at": datetime.now(UTC).isoformat(),
+                        "status": "monitoring"}
+    state_path.write_text(json.dumps(state))
+    result = plot("monitor", agent_dir, "--db", demo_dir / "observe.duckdb", "--out", tmp_path / "m.png")
+    assert_clean_error(result, 1, "LOUSHO_PLOT_NO_RUNS")
+    assert "--revision " in result.stderr  # points at the edit the monitor did judge
+    assert not (tmp_path / "m.png").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.system
+def test_plot_monitor_of_a_revision_never_applied_is_a_usage_error(demo_dir: Path, tmp_path: Path):
+    result = plot("monitor", demo_dir / "agent", "--revision", "deadbeef", "--db", demo_dir / "observe.duckdb",
+                  "--out", tmp_path / "m.png")
+    assert_clean_error(result, 2, "LOUSHO_PLOT_NO_WATCHED_EDIT")
+    assert judged_revision(demo_dir / "agent") in result.stderr  # the message lists the applied revisions
+
+
+@pytest.mark.slow
+@pytest.mark.system
+def test_plot_pass_rate_of_an_unknown_agent_is_a_usage_error_naming_the_known_ones(demo_dir: Path, tmp_path: Path):
+    agent = tomllib.loads((demo_dir / "agent" / "agent.toml").read_text())["name"]
+    result = plot("pass-rate", "--agent", "no-such-agent", "--db", demo_dir / "observe.duckdb",
+                  "--out", tmp_path / "p.png")
+    assert_clean_error(result, 2, "LOUSHO_PLOT_UNKNOWN_AGENT")
+    assert f"agents with live runs: {agent}" in result.stderr
+
+
+def test_plot_monitor_of_an_agent_never_improved_is_a_usage_error(tmp_path: Path):
+    agent_dir = tmp_path / "agent"
+    shutil.copytree(EXAMPLE_AGENT, agent_dir, ignore=shutil.ignore_patterns("__pycache__", "workspace"))
+    result = plot("monitor", agent_dir, "--db", tmp_path / "none.duckdb", "--out", tmp_path / "m.png")
+    assert_clean_error(result, 2, "LOUSHO_PLOT_NO_WATCHED_EDIT")
+
+
+def test_plot_refuses_an_unknown_image_suffix_before_reading_any_store(tmp_path: Path):
+    result = plot("pass-rate", "--agent", "a", "--db", tmp_path / "missing.duckdb", "--out", tmp_path / "p.gif")
+    assert_clean_error(result, 2, "LOUSHO_PLOT_BAD_OUTPUT")
+
+
+def test_plot_from_a_missing_store_fails_with_the_observe_code(tmp_path: Path):
+    result = plot("pass-rate", "--agent", "a", "--db", tmp_path / "missing.duckdb", "--out", tmp_path / "p.png")
+    assert_clean_error(result, 1, "LOUSHO_STORE_MISSING")

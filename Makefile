@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo test lint bench clean postgres
+.PHONY: demo test lint bench clean postgres chromium
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -29,7 +31,13 @@ postgres:
 		echo "initdb not found under /usr/lib/postgresql/*/bin; installing postgresql"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
-test: $(STAMP) lint postgres
+# The page's browser test runs Debian's Chromium headless; install the package when /usr/bin/chromium is missing.
+chromium:
+	@test -x /usr/bin/chromium || { \
+		echo "/usr/bin/chromium not found; installing chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) lint postgres chromium
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

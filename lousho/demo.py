@@ -87,6 +87,15 @@ def demo(workdir: Path, n_runs: int) -> None:
     if code != 0:
         raise SystemExit(code)
     _say(f"done. Stores: {db} (spans) and {store_url} (runs). Try: lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"")
+    _say("To look at it, serve the demo's store (the page is on the daemon's HTTP port):")
+    click.echo(f"   lousho observe --db {db} --agent ledger={agent_dir}:{agent_dir / 'check.py'} "
+               f"--recover-store {store_url}")
+    click.echo("   then open http://127.0.0.1:4318/ and look at:")
+    click.echo("     /?failed=1                the failed runs; open one for its span tree, heal actions and score")
+    click.echo("     /agents/ledger            pass rate by revision; the applied edits, the monitor's z path for "
+               "the kept fix, the audit log")
+    click.echo("     /recovery                 the run store: the killed run, finished; pending, quarantined, outage")
+    click.echo(f"   and: lousho plot pass-rate --agent ledger --db {db} --out pass-rate.png")
 
 
 def _improve_step(agent_dir: Path, observe_url: str) -> None:

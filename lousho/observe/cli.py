@@ -42,6 +42,9 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
 @click.option("--agent", "agents", multiple=True, metavar="NAME=DIR:CHECK_MODULE",
               help="Register an agent for the self-healing loop: a score regression on its live revision "
                    "starts one `lousho improve DIR --check CHECK_MODULE --apply`. Repeatable.")
+@click.option("--recover-store", default=None, metavar="sqlite:///PATH",
+              help="The recover part's run store; the page at / shows its pending and quarantined runs "
+                   "and the outage state (read-only).")
 @click.option("--trigger-interval", type=click.FloatRange(min=0.01), default=5.0, hidden=True,
               help="Seconds between the regression trigger's looks at each registered agent.")
 @click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
@@ -49,10 +52,11 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
 def observe(
     db: Path, host: str, port: int, grpc_port: int, token: str | None, max_body_mib: int,
     queue_mib: float, sql_timeout: float, commit_delay: float, agents: tuple[str, ...],
-    trigger_interval: float, improve_switch: str,
+    recover_store: str | None, trigger_interval: float, improve_switch: str,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
+    from lousho.observe.page_recover import parse_store_url
     from lousho.observe.trigger import TriggerConfig, parse_agents
 
     # Parsed before serve(): a bad --agent is a usage error before any port is bound or file created.
@@ -62,6 +66,8 @@ def observe(
         db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
         token=token, max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         sql_timeout_s=sql_timeout, commit_delay_s=commit_delay,
+        # Absolute: the page reads it on request, whatever the working directory is then.
+        recover_store=parse_store_url(recover_store).resolve() if recover_store else None,
     )
     serve(config, announce=lambda line: click.echo(line), trigger=trigger)
 

@@ -28,6 +28,8 @@ class DaemonConfig:
     sql_max_rows: int = 1_000_000
     # A pause before each commit; a fault point to show backpressure, 0 in real use.
     commit_delay_s: float = 0.0
+    # The recover part's SQLite run store the page shows (pending, quarantined, outage); None: not shown.
+    recover_store: Path | None = None
 
     def validate(self) -> DaemonConfig:
         """Refuse to listen beyond loopback without a token: anyone on the network could read."""

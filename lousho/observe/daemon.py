@@ -64,7 +64,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             watcher.start()
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)
-        app = build_app(config, writer, metrics, store.reader)
+        app = build_app(config, writer, metrics, store.reader, agents=trigger.agents if trigger else ())
         server = _Server(
             uvicorn.Config(
                 app,

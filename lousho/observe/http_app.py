@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -30,6 +31,8 @@ from lousho.observe.http_layers import (
 )
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json, decode_protobuf
+from lousho.observe.page import build_page, mount
+from lousho.observe.trigger import AgentSpec
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
@@ -41,8 +44,11 @@ def build_app(
     writer: Writer,
     metrics: Metrics,
     reader_factory: Any,
+    agents: Sequence[AgentSpec] = (),
 ) -> ASGIApp:
-    """The ASGI app: routes, wrapped by the body limit, wrapped by the token check."""
+    """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them the page
+    (``page.py``), with its own token layer, which also accepts a browser's cookie. ``agents``: the
+    registered agent directories whose monitor and audit log the page shows."""
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type", "")
@@ -129,7 +135,9 @@ def build_app(
     ]
     app: ASGIApp = Starlette(routes=routes)
     app = BodyLimit(app, config.max_body_bytes)
-    return BearerToken(app, config.token)
+    page = build_page(reader_factory, token=config.token, agents_registered=agents,
+                      recover_store=config.recover_store, sql_timeout_s=config.sql_timeout_s)
+    return mount(BearerToken(app, config.token), page)
 
 
 def _export_response(base_type: str, decoded: Decoded) -> Response:

@@ -1,0 +1,293 @@
+"""The daemon's web page: runs, one run's span tree, an agent's pass rates, monitor and audit log, recovery.
+
+Server-rendered HTML with inline SVG and one same-origin stylesheet; no script, nothing fetched from
+elsewhere (the CSP says so too). Routes, all GET:
+
+- ``/``: the newest runs, filtered by ``agent``, ``revision`` and ``failed`` (query parameters);
+- ``/runs/{run_id}``: one run: summary, span tree of every attempt with its events, scores;
+- ``/agents`` and ``/agents/{name}``: pass rate by revision over time; for agents registered with
+  ``--agent``, the monitor's path for the watched edit (``?edit=N``: the apply on audit line N) and the
+  audit log with its chain verdict;
+- ``/recovery``: the run store of ``--recover-store``: pending and quarantined runs, the outage breaker.
+
+The token: see ``page_auth`` (the bearer header, or ``?token=`` once, which sets a cookie).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from lousho.observe.errors import ObserveError
+from lousho.observe.page_agent import render_agent
+from lousho.observe.page_auth import PageToken, SecurityHeaders
+from lousho.observe.page_data import Reader, agent_names, agents, newest_runs, revisions, run_detail
+from lousho.observe.page_html import (
+    CSS,
+    CSS_PATH,
+    Safe,
+    el,
+    href,
+    join,
+    layout,
+    millis,
+    number,
+    segment,
+    short,
+    table,
+    verdict,
+    void,
+    when,
+)
+from lousho.observe.page_recover import RecoveryState, read_state
+from lousho.observe.page_run import render_run
+from lousho.observe.trigger import AgentSpec
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+_EXACT = frozenset({"/", "/agents", "/recovery", CSS_PATH, "/favicon.ico"})
+_PREFIXES = ("/runs/", "/agents/")
+
+
+def is_page_path(path: str) -> bool:
+    return path in _EXACT or path.startswith(_PREFIXES)
+
+
+def mount(api: ASGIApp, page: ASGIApp) -> ASGIApp:
+    """One app: the page's paths go to ``page``, everything else to ``api`` (with its own token layer)."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and is_page_path(scope.get("path", "")):
+            await page(scope, receive, send)
+        else:
+            await api(scope, receive, send)
+
+    return app
+
+
+def build_page(
+    reader_factory: Callable[[], duckdb.DuckDBPyConnection],
+    *,
+    token: str | None = None,
+    agents_registered: Sequence[AgentSpec] = (),
+    recover_store: Path | None = None,
+    sql_timeout_s: float = 30.0,
+) -> ASGIApp:
+    """The page as an ASGI app, behind its token check and security headers."""
+    registered = {a.name: a for a in agents_registered}
+
+    async def with_reader(render: Callable[[Reader], Response]) -> Response:
+        def work() -> Response:
+            reader = Reader.open(reader_factory, sql_timeout_s)
+            try:
+                return render(reader)
+            finally:
+                reader.close()
+
+        try:
+            return await run_in_threadpool(work)
+        except ObserveError as e:
+            body = join([el("h1", "The store could not answer"), el("p", e.message, cls="note bad"),
+                         el("p", e.hint, cls="muted")])
+            return HTMLResponse(layout("error", body), status_code=503)
+
+    async def runs_page(request: Request) -> Response:
+        q = request.query_params
+        agent, revision = q.get("agent") or None, q.get("revision") or None
+        failed = q.get("failed") in ("1", "on", "true")
+        limit = _limit(q.get("limit"))
+
+        def render(reader: Reader) -> Response:
+            rows = newest_runs(reader, agent=agent, revision=revision, failed=failed, limit=limit)
+            form = _filters(sorted(set(registered) | set(agent_names(reader))),
+                            revisions(reader, agent), agent, revision, failed, limit)
+            body = join([el("h1", "Runs"), form, _runs_table(rows, limit)])
+            return HTMLResponse(layout("runs", body, active="/"))
+
+        return await with_reader(render)
+
+    async def run_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+
+        def render(reader: Reader) -> Response:
+            run, spans, scores = run_detail(reader, run_id)
+            if run is None:
+                body = join([el("h1", "No such run"), el("p", "The store has no run ", el("code", run_id), ".")])
+                return HTMLResponse(layout("no such run", body), status_code=404)
+            return HTMLResponse(layout(f"run {run_id}", render_run(run, spans, scores)))
+
+        return await with_reader(render)
+
+    async def agents_page(request: Request) -> Response:
+        def render(reader: Reader) -> Response:
+            seen = {a["agent"]: a for a in agents(reader)}
+            rows = [[el("a", name, href="/agents/" + segment(name)),
+                     el("code", str(registered[name].directory)) if name in registered else el(
+                         "span", "not registered", cls="muted"),
+                     el("td", number(seen[name]["runs"]) if name in seen else "0", cls="num"),
+                     when(seen[name]["last_ns"]) if name in seen else ""]
+                    for name in sorted(set(seen) | set(registered))]
+            body = join([el("h1", "Agents"), table(["agent", "directory (--agent)", "runs", "last run (UTC)"], rows,
+                                                   id="agents")])
+            return HTMLResponse(layout("agents", body, active="/agents"))
+
+        return await with_reader(render)
+
+    async def agent_page(request: Request) -> Response:
+        name = request.path_params["name"]
+        edit = request.query_params.get("edit", "")
+        edit_line = int(edit) if edit.isdigit() and len(edit) < 12 else None
+        return await with_reader(lambda reader: HTMLResponse(
+            layout(f"agent {name}", render_agent(reader, name, registered.get(name), edit_line), active="/agents")))
+
+    async def recovery_page(request: Request) -> Response:
+        if recover_store is None:
+            body = join([el("h1", "Recovery"), el("p", "No run store given: start the daemon with ",
+                                                  el("code", "--recover-store sqlite:///.lousho/runs.db"),
+                                                  " to see pending and quarantined runs and the outage state.",
+                                                  cls="note")])
+            return HTMLResponse(layout("recovery", body, active="/recovery"))
+        try:
+            state = await run_in_threadpool(read_state, recover_store)
+        except (OSError, sqlite3.Error) as e:
+            body = join([el("h1", "Recovery"), el("p", f"The run store {recover_store} cannot be read: {e}",
+                                                  cls="note bad")])
+            return HTMLResponse(layout("recovery", body, active="/recovery"), status_code=503)
+        return HTMLResponse(layout("recovery", _recovery(state, recover_store), active="/recovery"))
+
+    async def css(request: Request) -> Response:
+        return Response(CSS, media_type="text/css")
+
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)
+
+    routes = [
+        Route("/", runs_page, methods=["GET"]),
+        Route("/runs/{run_id:path}", run_page, methods=["GET"]),
+        Route("/agents", agents_page, methods=["GET"]),
+        Route("/agents/{name:path}", agent_page, methods=["GET"]),
+        Route("/recovery", recovery_page, methods=["GET"]),
+        Route(CSS_PATH, css, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
+    ]
+    return SecurityHeaders(PageToken(Starlette(routes=routes), token))
+
+
+def _limit(raw: str | None) -> int:
+    # Length first: int() refuses strings past 4,300 digits with a ValueError.
+    return min(max(int(raw), 1), MAX_LIMIT) if raw and raw.isdigit() and len(raw) < 8 else DEFAULT_LIMIT
+
+
+def _options(values: Sequence[str], chosen: str | None, everything: str) -> list[Safe]:
+    options = [el("option", everything, value="", selected=chosen is None)]
+    if chosen is not None and chosen not in values:
+        values = [chosen, *values]
+    options.extend(el("option", v, value=v, selected=v == chosen) for v in values)
+    return options
+
+
+def _filters(agent_names: Sequence[str], revision_list: Sequence[str], agent: str | None, revision: str | None,
+             failed: bool, limit: int) -> Safe:
+    return el(
+        "form",
+        el("label", "agent", el("select", *_options(agent_names, agent, "all agents"), name="agent",
+                                id="filter-agent")),
+        el("label", "harness revision", el("select", *_options(revision_list, revision, "all revisions"),
+                                           name="revision", id="filter-revision")),
+        el("label", void("input", type="checkbox", name="failed", value="1", checked=failed, id="filter-failed"),
+           "failed only", cls="check"),
+        el("label", "at most", void("input", type="number", name="limit", value=limit, min=1, max=MAX_LIMIT)),
+        el("button", "Filter", type="submit", id="filter-apply"),
+        el("a", "clear", href="/"),
+        method="get", action="/", cls="filters",
+    )
+
+
+def _runs_table(rows: list[dict[str, Any]], limit: int) -> Safe:
+    if not rows:
+        return el("p", "No runs match.", cls="muted", id="no-runs")
+    body = []
+    for r in rows:
+        failed = r["status"] == "error" or r["passed"] is False
+        status = el("span", r["status"], cls="badge bad" if r["status"] == "error" else "muted")
+        body.append(el(
+            "tr",
+            el("td", when(r["started_ns"])),
+            el("td", el("a", el("code", r["run_id"]), href="/runs/" + segment(r["run_id"]), cls="run-link")),
+            el("td", el("a", r["agent"], href="/agents/" + segment(r["agent"])) if r["agent"] else ""),
+            el("td", el("a", el("code", r["harness_revision"]), href=href("/", agent=r["agent"],
+                                                                          revision=r["harness_revision"]))
+               if r["harness_revision"] else ""),
+            el("td", r["case_id"]),
+            el("td", status),
+            el("td", verdict(r["passed"]), cls="verdict"),
+            el("td", r["attempts"], cls="num"),
+            el("td", millis(r["duration_s"] * 1e9) if r["duration_s"] is not None else "", cls="num"),
+            el("td", number((r["input_tokens"] or 0) + (r["output_tokens"] or 0)), cls="num"),
+            el("td", short(" ".join(x for x in (r["error_type"], r["error_message"]) if x), 80)),
+            el("td", el("a", el("code", r["healed_from"]), href="/runs/" + segment(r["healed_from"]))
+               if r["healed_from"] else ""),
+            cls="run failed" if failed else "run",
+        ))
+    caption = el("p", f"{len(rows)} run(s), newest first" + (f" (at most {limit})" if len(rows) >= limit else ""),
+                 cls="muted")
+    headers = ["started (UTC)", "run", "agent", "revision", "case", "status", "verdict", "attempts", "duration",
+               "tokens", "error", "healed from"]
+    return join([caption, table(headers, body, id="runs")])
+
+
+def _recovery(state: RecoveryState, path: Path) -> Safe:
+    parts = [el("h1", "Recovery"), el("p", "Run store ", el("code", str(path)), cls="muted")]
+    outage = state.outage
+    if outage is None:
+        parts.append(el("p", "This run store has no outage breaker table (an older schema).", cls="note warn"))
+    elif outage.paused:
+        error = outage.last_error or {}
+        text = (f"provider outage: recovery paused since {outage.paused_since} ({error.get('code')}: "
+                f"{error.get('message')}); {outage.probes} failed probe(s), next probe at {outage.next_probe_at}")
+        if outage.probe_owner:
+            text += f"; probe held by {outage.probe_owner} until {outage.probe_expiry} (run {outage.probe_run})"
+        parts.append(el("p", el("strong", text), cls="note bad", id="outage"))
+    else:
+        parts.append(el("p", f"no provider outage ({outage.failures} provider failure(s) in a row)",
+                        cls="note ok", id="outage"))
+    counts = [[status, el("td", number(n), cls="num")] for status, n in sorted(state.counts.items())]
+    parts.extend([el("h2", "Runs by status"), table(["status", "runs"], counts, id="status-counts", cls="narrow")])
+    parts.extend([el("h2", f"Quarantined ({len(state.quarantined)})"), _recover_runs(state.quarantined, "quarantined")])
+    parts.extend([el("h2", f"Pending: unfinished, not quarantined ({len(state.pending)})"),
+                  _recover_runs(state.pending, "pending")])
+    approvals = [[el("code", a["id"]), el("a", el("code", a["run_id"]), href="/runs/" + segment(a["run_id"])),
+                  a["kind"], a["tool_name"], a["created_at"]] for a in state.approvals]
+    parts.extend([el("h2", f"Approvals waiting for a person ({len(approvals)})"),
+                  table(["approval", "run", "kind", "tool", "asked at"], approvals, id="approvals")
+                  if approvals else el("p", "None.", cls="muted")])
+    return join(parts)
+
+
+def _recover_runs(runs: list[dict[str, Any]], table_id: str) -> Safe:
+    if not runs:
+        return el("p", "None.", cls="muted")
+    rows = []
+    for r in runs:
+        error = r.get("last_error") or {}
+        message = f"{error.get('code', '')}: {error.get('message', '')}" if error else ""
+        if error.get("category"):
+            message += f" ({error['category']})"
+        rows.append([el("a", el("code", r["id"]), href="/runs/" + segment(r["id"])), r.get("agent"), r.get("kind"),
+                     el("span", r["status"], cls="badge bad" if r["status"] == "quarantined" else "badge warn"),
+                     el("td", r.get("attempts"), cls="num"), el("td", r.get("consecutive_failures"), cls="num"),
+                     short(message, 160), r.get("next_attempt_at"),
+                     r.get("lease_owner") and f"{r['lease_owner']} until {r.get('lease_expiry')}",
+                     r.get("healed_from"), r.get("updated_at")])
+    return table(["run", "agent", "kind", "status", "attempts", "failures in a row", "last error", "next attempt",
+                  "held by", "healed from", "updated"], rows, id=table_id)

@@ -1,0 +1,165 @@
+"""The page of one agent: pass rate by harness revision over time, the monitor's path for an applied edit,
+and the audit log of its directory (when the agent is registered with ``--agent NAME=DIR:CHECK``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from lousho.observe.page_agentdir import SHOWN_ENTRIES, AppliedEdit, AuditLog, applied_edits, read_audit, watched_edit
+from lousho.observe.page_data import Reader, monitor_outcomes, pass_rate_bins
+from lousho.observe.page_html import Safe, dl, el, href, join, number, segment, short, table, when
+from lousho.observe.page_monitor import LOOKS, monitor_path
+from lousho.observe.page_svg import RatePoint, legend, monitor_chart, pass_rate_chart
+from lousho.observe.trigger import AgentSpec
+
+_Z95 = 1.959963984540054
+# The watched edit's statuses while the watcher still judges it (improve's cycle: "still under watch").
+_WATCHING = frozenset({"monitoring", "traffic"})
+
+
+def render_agent(reader: Reader, name: str, spec: AgentSpec | None, edit_line: int | None) -> Safe:
+    parts = [el("h1", "Agent ", name)]
+    if spec is not None:
+        parts.append(dl({"directory": el("code", str(spec.directory)), "check": el("code", str(spec.check))}))
+    parts.append(el("p", el("a", "its runs", href=href("/", agent=name)), " · ",
+                    el("a", "its failed runs", href=href("/", agent=name, failed="1"))))
+    parts.append(el("h2", "Pass rate by harness revision"))
+    parts.append(_pass_rates(reader, name))
+    parts.append(el("h2", "Monitor"))
+    if spec is None:
+        parts.append(el("p", "Register the agent's directory with the daemon (", el("code", "--agent NAME=DIR:CHECK"),
+                        ") to see its applied edit and audit log.", cls="note"))
+        return join(parts)
+    audit = read_audit(spec.state_dir)
+    parts.append(_monitor(reader, name, spec, audit, edit_line))
+    parts.append(el("h2", "Audit log"))
+    parts.append(_audit(audit))
+    return join(parts)
+
+
+def wilson(passes: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a pass rate (good at small n and near 0 or 1, unlike Wald)."""
+    p, z2 = passes / n, _Z95 * _Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _pass_rates(reader: Reader, name: str) -> Safe:
+    bins = pass_rate_bins(reader, name)
+    if not bins:
+        return el("p", "No scored runs yet (probe runs of the improve loop are left out).", cls="muted")
+    series: dict[str, list[RatePoint]] = {}
+    totals: dict[str, list[int]] = {}
+    for b in sorted(bins, key=lambda b: (b["first_ns"], b["revision"])):
+        series.setdefault(b["revision"], []).append(
+            RatePoint((b["first_ns"] + b["last_ns"]) // 2, b["passes"], b["scored"]))
+        total = totals.setdefault(b["revision"], [0, 0, b["first_ns"], b["last_ns"]])
+        total[0] += b["passes"]
+        total[1] += b["scored"]
+        total[2], total[3] = min(total[2], b["first_ns"]), max(total[3], b["last_ns"])
+    for points in series.values():
+        points.sort(key=lambda p: p.t_ns)
+    names = list(series)
+    rows = []
+    for revision in names:
+        passes, scored, first, last = totals[revision]
+        low, high = wilson(passes, scored)
+        rows.append([el("a", el("code", revision), href=href("/", agent=name, revision=revision)),
+                     el("td", number(scored), cls="num"), el("td", number(passes), cls="num"),
+                     el("td", f"{passes / scored:.1%}", cls="num"), el("td", f"{low:.1%} – {high:.1%}", cls="num"),
+                     when(first), when(last)])
+    return join([pass_rate_chart(list(series.items())), legend(names),
+                 table(["revision", "scored runs", "passed", "pass rate", "95% Wilson", "first run (UTC)",
+                        "last run (UTC)"], rows, id="pass-rates")])
+
+
+def _monitor(reader: Reader, name: str, spec: AgentSpec, audit: AuditLog, edit_line: int | None) -> Safe:
+    edits = applied_edits(audit)
+    watched = watched_edit(spec.state_dir)
+    parts: list[Any] = []
+    if isinstance(watched, str):
+        parts.append(el("p", watched, cls="note bad"))
+        watched = None
+    chosen: AppliedEdit | None = watched
+    if edit_line is not None:
+        chosen = next((e for n, e in edits if n == edit_line), None)
+        if chosen is None:
+            parts.append(el("p", f"Audit line {edit_line} is not an apply; showing the watched edit.", cls="note warn"))
+            chosen = watched
+    elif chosen is None and edits:
+        chosen = edits[-1][1]
+    if chosen is None:
+        parts.append(el("p", "No applied edit yet: state.json watches none and the audit log has no apply.",
+                        cls="muted"))
+    else:
+        parts.append(_edit_path(reader, name, chosen))
+    if edits:
+        links = [el("li", el("a", f"audit line {n}: ", el("code", e.before), " → ", el("code", e.after),
+                             href=href("/agents/" + segment(name), edit=n)), f" at {e.applied_at.isoformat()}")
+                 for n, e in edits]
+        parts.append(el("details", el("summary", f"{len(edits)} applied edit(s) in the audit log"), el("ul", *links),
+                        open=True, id="applied-edits"))
+    return join(parts)
+
+
+def _edit_path(reader: Reader, name: str, edit: AppliedEdit) -> Safe:
+    base, applied = monitor_outcomes(reader, name, edit.before, edit.after, edit.applied_ns)
+    path = monitor_path(base, applied)
+    info = dl({
+        "edit": join([el("code", edit.before), " → ", el("code", edit.after)]),
+        "applied at": edit.applied_at.isoformat(),
+        "from": edit.source,
+        "status": edit.status,
+        "reason": edit.reason,
+        "runs": f"base {path.base_runs} scored (newest before the apply, at most {LOOKS[-1]}); "
+                f"applied {path.applied_runs} scored since",
+    })
+    conclusion = path.conclusion()
+    tone = "bad" if conclusion.startswith("roll back") else "ok" if conclusion.startswith("keep") else "warn"
+    parts = [info]
+    if edit.status is not None and edit.status not in _WATCHING:
+        # The loop decided already (the monitor, the corpus guard or a person): the path is history.
+        parts.append(el("p", f"This edit is {edit.status}: the monitor no longer watches it.", cls="note"))
+    parts.append(el("p", "The seeds' rule on these runs: ", el("strong", conclusion), cls=f"note {tone}",
+                    id="monitor-conclusion"))
+    if path.points:
+        parts.append(monitor_chart(path))
+        rows = [[el("td", p.n, cls="num"), el("td", f"{p.base_passes}/{p.n}", cls="num"),
+                 el("td", f"{p.applied_passes}/{p.n}", cls="num"), el("td", f"{p.drop:+.3f}", cls="num"),
+                 el("td", f"{p.z:.2f}", cls="num"),
+                 el("span", "roll back", cls="badge bad") if p.crosses else el("span", "no", cls="muted")]
+                for p in path.at_looks()]
+        if rows:
+            parts.append(table(["runs per side", "base passed", "applied passed", "drop", "z", "crosses"], rows,
+                               id="monitor-looks"))
+    else:
+        parts.append(el("p", "No path to draw yet: each side needs a scored run.", cls="muted"))
+    return join(parts)
+
+
+def _audit(audit: AuditLog) -> Safe:
+    verdict = audit.verdict
+    note = el("p", el("strong", "chain verifies: " if verdict.ok else "chain BROKEN: "), verdict.reason,
+              cls="note ok" if verdict.ok else "note bad", id="audit-verdict")
+    if not audit.entries:
+        return join([note, el("p", "No entries.", cls="muted")])
+    shown = audit.entries[-SHOWN_ENTRIES:][::-1]
+    rows = []
+    for number_, entry in shown:
+        bad = verdict.first_bad is not None and number_ >= verdict.first_bad
+        if entry is None:
+            cells = [el("td", number_, cls="num"), "", el("span", "not JSON", cls="badge bad"), ""]
+        else:
+            extra = {k: v for k, v in entry.items() if k not in ("seq", "at", "action", "prev")}
+            text = "; ".join(f"{k}={short(json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v, 160)}"
+                             for k, v in sorted(extra.items()))
+            cells = [el("td", entry.get("seq"), cls="num"), el("td", str(entry.get("at", "")), cls="nowrap"),
+                     el("code", entry.get("action")), text]
+        rows.append(el("tr", *(c if isinstance(c, Safe) and c.startswith("<td") else el("td", c) for c in cells),
+                       cls="broken" if bad else None))
+    caption = (f"newest first; the last {SHOWN_ENTRIES} of {len(audit.entries)}"
+               if len(audit.entries) > SHOWN_ENTRIES else "newest first")
+    return join([note, el("p", caption, cls="muted"), table(["seq", "at", "action", "fields"], rows, id="audit")])

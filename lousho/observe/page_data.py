@@ -1,0 +1,159 @@
+"""The page's queries over the span store, run on a read cursor through the SQL API's read path.
+
+Every query goes through ``sql.run_query`` (one SELECT, the time limit, the row cap), on a cursor of
+the daemon's database (``SpanStore.reader``): the writer thread stays the only writer. Values bind as
+parameters, never into the SQL text. Runs are one row each from ``runs_select`` narrowed *before* it
+aggregates, so one agent's page does not aggregate everyone's runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from lousho.observe import sql as sql_api
+from lousho.observe.runs_view import runs_select
+
+RUN_COLUMNS = (
+    "run_id, agent, harness_revision, case_id, status, passed, attempts, started_ns, duration_s, "
+    "input_tokens, output_tokens, cost_usd, model_calls, tool_calls, error_type, error_message, probe, "
+    "healed_from"
+)
+# How far back the runs list looks first, then wider (as `lousho runs`): the newest runs are found
+# without aggregating the whole store, and the answer is exact because the last window is everything.
+_WINDOWS_NS = tuple(h * 3_600_000_000_000 for h in (1, 24, 24 * 7, 24 * 30)) + (None,)
+# Equal-width time bins of the pass-rate chart, over the agent's first to last scored run.
+PASS_RATE_BINS = 40
+# A run's span tree stops here; a run with more spans says so.
+MAX_SPANS = 2000
+# The monitor's last look: the base side keeps this many runs before the apply.
+LAST_LOOK = 60
+
+
+@dataclass
+class Reader:
+    """Runs checked queries on one cursor; ``close`` when done."""
+
+    con: duckdb.DuckDBPyConnection
+    timeout: float
+
+    @classmethod
+    def open(cls, factory: Callable[[], duckdb.DuckDBPyConnection], timeout: float) -> Reader:
+        return cls(factory(), timeout)
+
+    def rows(self, query: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        return sql_api.run_query(self.con, query, params, timeout=self.timeout).table.to_pylist()
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def agents(reader: Reader) -> list[dict[str, Any]]:
+    """Agents with runs: name, runs, newest run start."""
+    return reader.rows(
+        "SELECT agent_name AS agent, count(DISTINCT run_id) AS runs, max(start_ns) AS last_ns FROM spans "
+        "WHERE run_id IS NOT NULL AND agent_name IS NOT NULL GROUP BY agent_name ORDER BY agent_name")
+
+
+def agent_names(reader: Reader) -> list[str]:
+    """The agent names spans carry: one column scan, no count (the runs list asks this on every load)."""
+    rows = reader.rows("SELECT DISTINCT agent_name AS agent FROM spans WHERE agent_name IS NOT NULL AND "
+                       "run_id IS NOT NULL ORDER BY agent LIMIT 1000")
+    return [r["agent"] for r in rows]
+
+
+def revisions(reader: Reader, agent: str | None) -> list[str]:
+    """Harness revisions, newest first (of ``agent`` when given)."""
+    where, params = ("AND agent_name = ?", [agent]) if agent else ("", [])
+    rows = reader.rows(
+        f"SELECT harness_revision AS revision, max(start_ns) AS last_ns FROM spans "
+        f"WHERE harness_revision IS NOT NULL {where} GROUP BY harness_revision ORDER BY last_ns DESC LIMIT 500",
+        params)
+    return [r["revision"] for r in rows]
+
+
+def newest_runs(reader: Reader, *, agent: str | None, revision: str | None, failed: bool,
+                limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` newest runs matching the filters, newest first. Failed: errored or failed its check."""
+    newest = reader.rows("SELECT max(start_ns) AS ns FROM spans WHERE run_id IS NOT NULL")[0]["ns"]
+    if newest is None:
+        return []
+    rows: list[dict[str, Any]] = []
+    for window in _WINDOWS_NS:
+        since = newest - window if window is not None else -(2**63)
+        span_filter, params = ["start_ns >= ?"], [since]
+        post, post_params = ["started_ns >= ?"], [since]
+        for column, post_column, value in (("agent_name", "agent", agent),
+                                           ("harness_revision", "harness_revision", revision)):
+            if value:
+                span_filter.append(f"{column} = ?")
+                params.append(value)
+                post.append(f"{post_column} = ?")
+                post_params.append(value)
+        if failed:
+            post.append("(status = 'error' OR passed = false)")
+        rows = reader.rows(
+            f"SELECT {RUN_COLUMNS} FROM ({runs_select(' AND '.join(span_filter))}) WHERE {' AND '.join(post)} "
+            "ORDER BY started_ns DESC, run_id LIMIT ?", [*params, *post_params, limit])
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def run_detail(reader: Reader, run_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]],
+                                                     list[dict[str, Any]]]:
+    """The run's row, the spans of every trace it has (oldest first) and their scores."""
+    found = reader.rows(f"SELECT {RUN_COLUMNS}, input, output, conversation_id, model, last_trace_id "
+                        f"FROM ({runs_select('run_id = ?')})", [run_id])
+    if not found:
+        return None, [], []
+    traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ?"
+    spans = reader.rows(
+        "SELECT trace_id, span_id, parent_span_id, name, kind, operation, status_code, status_message, "
+        "start_ns, end_ns, duration_ns, request_model, tool_name, input_tokens, output_tokens, cost_usd, "
+        "error_type, attributes::VARCHAR AS attributes, events::VARCHAR AS events "
+        f"FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns, span_id LIMIT ?", [run_id, MAX_SPANS + 1])
+    scores = reader.rows(
+        "SELECT trace_id, span_id, name, score_value, score_label, passed, failed_check, explanation, time_ns "
+        f"FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns, seq", [run_id])
+    return found[0], spans, scores
+
+
+def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
+    """Scored non-probe runs of ``agent`` by (revision, time bin): scored, passes, first and last start.
+
+    Bins split the agent's first to last scored run into ``PASS_RATE_BINS`` equal widths. Probe runs
+    (the improve loop's own) are not live traffic and stay out, as in analysis' pass rates.
+    """
+    return reader.rows(
+        f"""
+        WITH r AS (
+            SELECT harness_revision, passed, started_ns FROM ({runs_select('agent_name = ?')})
+            WHERE agent = ? AND NOT probe AND passed IS NOT NULL AND harness_revision IS NOT NULL
+        ), span AS (SELECT min(started_ns) AS lo, max(started_ns) AS hi FROM r)
+        SELECT harness_revision AS revision,
+            least((started_ns - lo) * ? // greatest(hi - lo, 1), ? - 1)::BIGINT AS bin,
+            count(*) AS scored, sum(passed::INTEGER)::BIGINT AS passes,
+            min(started_ns) AS first_ns, max(started_ns) AS last_ns, any_value(lo) AS lo, any_value(hi) AS hi
+        FROM r, span GROUP BY ALL ORDER BY bin, revision
+        """, [agent, agent, PASS_RATE_BINS, PASS_RATE_BINS])
+
+
+def monitor_outcomes(reader: Reader, agent: str, before: str, after: str,
+                     applied_ns: int) -> tuple[list[bool], list[bool]]:
+    """As the live monitor reads them: the newest ``LAST_LOOK`` scored non-probe runs of ``before`` that
+    started before the apply, and the scored non-probe runs of ``after`` from the apply on (at most
+    ``LAST_LOOK``), each oldest first."""
+    base = reader.rows(
+        f"SELECT passed FROM ({runs_select('agent_name = ? AND harness_revision = ?')}) "
+        "WHERE agent = ? AND harness_revision = ? AND NOT probe AND passed IS NOT NULL AND started_ns < ? "
+        "ORDER BY started_ns DESC, run_id DESC LIMIT ?", [agent, before, agent, before, applied_ns, LAST_LOOK])
+    applied = reader.rows(
+        f"SELECT passed FROM ({runs_select('agent_name = ? AND harness_revision = ? AND start_ns >= ?')}) "
+        "WHERE agent = ? AND harness_revision = ? AND NOT probe AND passed IS NOT NULL AND started_ns >= ? "
+        "ORDER BY started_ns, run_id LIMIT ?",
+        [agent, after, applied_ns, agent, after, applied_ns, LAST_LOOK])
+    return [bool(r["passed"]) for r in reversed(base)], [bool(r["passed"]) for r in applied]

@@ -1,0 +1,128 @@
+"""Inline SVG charts for the page: pass rate by revision over time, the monitor's z path, span bars.
+
+Plain SVG with presentation attributes (no ``style``, no script), so the page's CSP holds; every
+label goes through ``esc``. Hover text is an SVG ``<title>``, which browsers show without script.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lousho.observe.page_html import COLORS, Safe, el, join, when
+from lousho.observe.page_monitor import BOUNDARY_Z, LOOKS, MonitorPath
+
+_W, _H = 760, 260
+_LEFT, _RIGHT, _TOP, _BOTTOM = 48, 16, 14, 40
+
+
+@dataclass(frozen=True)
+class RatePoint:
+    t_ns: int
+    passes: int
+    scored: int
+
+    @property
+    def rate(self) -> float:
+        return self.passes / self.scored
+
+
+def _frame(width: int, height: int, label: str, *parts: Safe) -> Safe:
+    return el("svg", el("title", label), *parts, xmlns="http://www.w3.org/2000/svg", cls="chart",
+              viewBox=f"0 0 {width} {height}", width=width, height=height, role="img", aria_label=label)
+
+
+def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, **attrs: object) -> Safe:
+    return el("line", x1=f"{x1:.1f}", y1=f"{y1:.1f}", x2=f"{x2:.1f}", y2=f"{y2:.1f}", stroke=stroke, **attrs)
+
+
+def _text(x: float, y: float, text: str, anchor: str = "middle", **attrs: object) -> Safe:
+    return el("text", text, x=f"{x:.1f}", y=f"{y:.1f}", text_anchor=anchor, **attrs)
+
+
+def pass_rate_chart(series: Sequence[tuple[str, Sequence[RatePoint]]]) -> Safe:
+    """One coloured line per revision (in ``series`` order): pass rate of the runs in each time bin."""
+    times = [p.t_ns for _, points in series for p in points]
+    lo, hi = min(times), max(times)
+    plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
+
+    def x(t: int) -> float:
+        return _LEFT + (plot_w * (t - lo) / (hi - lo) if hi > lo else plot_w / 2)
+
+    def y(rate: float) -> float:
+        return _TOP + plot_h * (1 - rate)
+
+    parts = []
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(_line(_LEFT, y(tick), _W - _RIGHT, y(tick), "#dde1ea"))
+        parts.append(_text(_LEFT - 6, y(tick) + 4, f"{tick:.0%}", "end"))
+    for t, anchor in ((lo, "start"), (hi, "end")):
+        parts.append(_text(x(t), _H - _BOTTOM + 16, when(t)[:19] + " UTC", anchor))
+    parts.append(_text(_LEFT + plot_w / 2, _H - 6, "run start (runs binned in time); pass rate of scored runs"))
+    for i, (revision, points) in enumerate(series):
+        color = COLORS[i % len(COLORS)]
+        coords = " ".join(f"{x(p.t_ns):.1f},{y(p.rate):.1f}" for p in points)
+        if len(points) > 1:
+            parts.append(el("polyline", points=coords, fill="none", stroke=color, stroke_width=1.5))
+        for p in points:
+            hover = f"{revision} · {when(p.t_ns)[:19]} · {p.passes}/{p.scored} passed ({p.rate:.0%})"
+            parts.append(el("circle", el("title", hover), cx=f"{x(p.t_ns):.1f}", cy=f"{y(p.rate):.1f}",
+                            r=3.5, fill=color, data_revision=revision))
+    return _frame(_W, _H, "pass rate by harness revision over time", *parts)
+
+
+def monitor_chart(path: MonitorPath) -> Safe:
+    """The cumulative pooled z (base minus applied) at each run count, the boundary, the looks."""
+    zs = [p.z for p in path.points]
+    z_lo, z_hi = min([-3.0, *zs]) - 0.3, max([BOUNDARY_Z + 1.0, *zs]) + 0.3
+    n_max = LOOKS[-1]
+    plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
+
+    def x(n: float) -> float:
+        return _LEFT + plot_w * n / n_max
+
+    def y(z: float) -> float:
+        return _TOP + plot_h * (z_hi - z) / (z_hi - z_lo)
+
+    step = 1 if z_hi - z_lo <= 10 else 2 if z_hi - z_lo <= 20 else 5
+    # Integer ticks, but none so close to 0 or the boundary that the labels would overlap.
+    ticks = [t for t in range(math.ceil(z_lo / step) * step, math.floor(z_hi) + 1, step)
+             if t != 0 and abs(t - BOUNDARY_Z) > 0.4]
+    parts = [*(Safe(_line(x(0), y(t), x(n_max), y(t), "#eef0f5") + _text(_LEFT - 6, y(t) + 4, f"{t:g}", "end"))
+               for t in ticks),
+             _line(x(0), y(0), x(n_max), y(0), "#9aa3b5"), _text(_LEFT - 6, y(0) + 4, "0", "end"),
+             _line(x(0), y(BOUNDARY_Z), x(n_max), y(BOUNDARY_Z), "#b3261e", stroke_dasharray="6 4",
+                   stroke_width=1.5),
+             _text(_LEFT - 6, y(BOUNDARY_Z) + 4, f"{BOUNDARY_Z}", "end", fill="#b3261e"),
+             _text(x(n_max) - 4, y(BOUNDARY_Z) - 6, "boundary: roll back at a look when z ≥ 2.1 and drop > 0.05",
+                   "end", fill="#b3261e")]
+    for k, look in enumerate(LOOKS, 1):
+        parts.append(_line(x(look), _TOP, x(look), _H - _BOTTOM, "#dde1ea", stroke_dasharray="2 3"))
+        parts.append(_text(x(look), _H - _BOTTOM + 16, f"look {k}: {look}", "end" if look == n_max else "middle"))
+    parts.append(_text(_LEFT + plot_w / 2, _H - 6, "runs per side (cumulative); z of base minus applied pass rate"))
+    if len(path.points) > 1:
+        coords = " ".join(f"{x(p.n):.1f},{y(p.z):.1f}" for p in path.points)
+        parts.append(el("polyline", points=coords, fill="none", stroke=COLORS[0], stroke_width=2))
+    for p in path.points:
+        at_look = p.n in LOOKS
+        hover = (f"{p.n} runs per side: base {p.base_passes}/{p.n}, applied {p.applied_passes}/{p.n}, "
+                 f"drop {p.drop:+.3f}, z {p.z:.2f}")
+        parts.append(el("circle", el("title", hover), cx=f"{x(p.n):.1f}", cy=f"{y(p.z):.1f}",
+                        r=5 if at_look else 2, fill="#b3261e" if p.crosses and at_look else COLORS[0]))
+    return _frame(_W, _H, "monitor: cumulative z against the boundary", *parts)
+
+
+def span_bar(start_ns: int, duration_ns: int, t0: int, total_ns: int, *, error: bool) -> Safe:
+    """A waterfall bar: where the span sits in its trace."""
+    width = 160
+    left = width * (start_ns - t0) / total_ns if total_ns > 0 else 0
+    span_w = max(1.0, width * duration_ns / total_ns) if total_ns > 0 else width
+    return el("svg", el("rect", x=f"{left:.1f}", y=1, width=f"{min(span_w, width - left):.1f}", height=8,
+                        fill="#b3261e" if error else COLORS[0]),
+              xmlns="http://www.w3.org/2000/svg", cls="bar", width=width, height=10, viewBox=f"0 0 {width} 10")
+
+
+def legend(names: Sequence[str]) -> Safe:
+    return el("div", join(el("span", el("i", cls=f"swatch c{i % len(COLORS)}"), name)
+                          for i, name in enumerate(names)), cls="legend")

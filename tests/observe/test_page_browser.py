@@ -1,0 +1,123 @@
+"""The page in a real browser (issue 9, Must show): headless Chromium, driven by Playwright, against a daemon
+filled by the demo: sign in with the token once, filter the failed runs, open one, find its span tree and
+its score. Screenshots are kept as test artefacts (``tmp_path``, and ``$LOUSHO_ARTEFACTS`` when set).
+
+Debian's ``chromium`` package is the browser (``executable_path``); Playwright never downloads one. The
+test is skipped only when that browser or the ``playwright`` package is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lousho.observe.process import DaemonProcess, start_daemon
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TOKEN = "browser-s3cret"
+
+
+@pytest.fixture
+def demo_daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
+    demo = tmp_path / "demo"
+    result = subprocess.run([sys.executable, "-m", "lousho", "demo", "--dir", str(demo), "--runs", "60"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    agent = demo / "agent"
+    # LOUSHO_IMPROVE=off: the registered agent's regression trigger must not start a cycle during the test.
+    daemon = start_daemon(demo / "observe.duckdb", "--token", TOKEN, "--agent",
+                          f"ledger={agent}:{agent / 'check.py'}", "--recover-store",
+                          f"sqlite:///{demo / 'runs.db'}", env={"LOUSHO_IMPROVE": "off"})
+    try:
+        yield daemon
+    finally:
+        assert daemon.stop() == 0, "\n".join(daemon.output[-30:])
+
+
+def _sync_playwright():
+    if not CHROMIUM.exists():
+        pytest.skip(f"no system Chromium at {CHROMIUM} (Debian package `chromium`; `make test` installs it)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the `playwright` package is not installed (`make test` installs it)")
+    return sync_playwright
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_a_browser_filters_failed_runs_opens_one_and_finds_its_span_tree_and_score(
+    demo_daemon: DaemonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    sync_playwright = _sync_playwright()
+    monkeypatch.setenv("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    base = demo_daemon.url
+    shots = tmp_path / "screenshots"
+    requests: list[str] = []
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: problems.append(str(error)))
+
+            # The token once in the address; the daemon drops it from the address and keeps a cookie.
+            page.goto(f"{base}/?token={TOKEN}")
+            assert page.url == f"{base}/"
+            assert page.locator("#runs tbody tr").count() > 0
+
+            page.check("#filter-failed")
+            page.click("#filter-apply")
+            page.wait_for_url("**/?*failed=1*")
+            rows = page.locator("#runs tbody tr")
+            assert rows.count() > 0
+            for i in range(rows.count()):
+                row = rows.nth(i)
+                assert row.locator("td.verdict").inner_text() == "fail" or "error" in row.inner_text()
+            page.screenshot(path=str(shots / "runs-failed.png"), full_page=True)
+
+            run_id = rows.first.locator("a.run-link").inner_text()
+            rows.first.locator("a.run-link").click()
+            page.wait_for_url(f"**/runs/{run_id}")
+            assert run_id in page.locator("h1").inner_text()
+            tree = page.locator("#span-tree")
+            assert tree.locator("tr.span").count() >= 2
+            assert "invoke_agent ledger" in tree.inner_text() and "chat scripted" in tree.inner_text()
+            assert "failed check: sum-correct" in tree.inner_text()
+            scores = page.locator("#scores")
+            assert "check" in scores.inner_text() and "sum-correct" in scores.inner_text()
+            assert scores.locator(".badge.bad").first.inner_text() == "fail"
+            page.screenshot(path=str(shots / "run.png"), full_page=True)
+
+            page.click("dl a[href='/agents/ledger']")
+            page.wait_for_url("**/agents/ledger")
+            assert "chain verifies" in page.locator("#audit-verdict").inner_text()
+            page.locator("#applied-edits a").first.click()  # the first applied edit of the audit log
+            page.wait_for_url("**/agents/ledger?edit=*")
+            assert page.locator("#monitor-conclusion").count() == 1
+            page.screenshot(path=str(shots / "agent.png"), full_page=True)
+
+            page.goto(f"{base}/recovery")
+            assert "no provider outage" in page.locator("#outage").inner_text()
+            page.screenshot(path=str(shots / "recovery.png"), full_page=True)
+        finally:
+            browser.close()
+
+    # The CSP held and nothing it blocked was needed; nothing was fetched from anywhere but the daemon.
+    assert problems == []
+    assert requests and all(url.startswith(base + "/") for url in requests), requests
+    for shot in ("runs-failed.png", "run.png", "agent.png", "recovery.png"):
+        assert (shots / shot).stat().st_size > 10_000
+    artefacts = os.environ.get("LOUSHO_ARTEFACTS")
+    if artefacts:
+        shutil.copytree(shots, Path(artefacts) / "page-browser", dirs_exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,24 @@ def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonPr
         yield process
     finally:
         assert process.stop() == 0, "\n".join(process.output[-30:])
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """What `make demo` leaves behind (observe.duckdb, runs.db, agent/ with its .lousho/ loop state) and
+    what it printed. Made once per session: the demo test, the page, the plots and the notebooks share it."""
+
+    dir: Path
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    import subprocess
+    import sys
+
+    workdir = tmp_path_factory.mktemp("demo") / "demo"
+    result = subprocess.run([sys.executable, "-m", "lousho", "demo", "--dir", str(workdir), "--runs", "200"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return DemoRun(workdir, result.stdout)

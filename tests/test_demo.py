@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 
 @pytest.mark.system
 @pytest.mark.slow
-def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_cleanly(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "lousho", "demo", "--dir", str(tmp_path / "demo"), "--runs", "200"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_cleanly(demo_run):
+    out = demo_run.stdout  # the session's one demo run (tests/conftest.py), exit code 0
     assert "200 runs of the reference agent" in out
     assert "1 unfinished run" in out and "on_recovered('demo-killed'); status finished" in out
     assert "saved 3 notes" in out
@@ -26,4 +18,5 @@ def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_clean
     assert "watcher tick: rollback" in out and "(the kept edit): True" in out  # planted harm rolled back
     assert "audit: ok" in out
     assert "exit code 0" in out
-    assert (tmp_path / "demo" / "observe.duckdb").exists()
+    assert (demo_run.dir / "observe.duckdb").exists()
+    assert "http://127.0.0.1:4318/" in out and "/agents/ledger" in out  # it ends with where to look

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -15,13 +13,9 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 
 @pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What `make demo` leaves behind (stores, agent directory, loop state), made once for the module."""
-    workdir = tmp_path_factory.mktemp("notebooks") / "demo"
-    result = subprocess.run([sys.executable, "-m", "lousho", "demo", "--dir", str(workdir), "--runs", "200"],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return workdir
+def demo_dir(demo_run) -> Path:  # type: ignore[no-untyped-def]
+    """What `make demo` leaves behind: observe.duckdb, agent/ with its .lousho/ loop state, runs.db."""
+    return demo_run.dir
 
 
 def test_the_three_notebooks_exist_and_are_committed_without_outputs():

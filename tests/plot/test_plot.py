@@ -22,13 +22,9 @@ EXAMPLE_AGENT = Path(__file__).resolve().parents[2] / "lousho" / "agent" / "exam
 
 
 @pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_dir(demo_run) -> Path:  # type: ignore[no-untyped-def]
     """What `make demo` leaves behind: observe.duckdb, agent/ with its .lousho/ loop state, runs.db."""
-    workdir = tmp_path_factory.mktemp("plot") / "demo"
-    result = subprocess.run([sys.executable, "-m", "lousho", "demo", "--dir", str(workdir), "--runs", "200"],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return workdir
+    return demo_run.dir
 
 
 def plot(*args: str | Path) -> subprocess.CompletedProcess[str]:

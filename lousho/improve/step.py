@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -439,12 +439,19 @@ def _tokens_per_pass(runs: Mapping[str, list[RunRecord]]) -> float:
 
 
 def _shuffle_names(failed: list[tuple[str, RunRecord]]) -> list[tuple[str, RunRecord]]:
-    """The failure-name study's control: every failed-check name moved to another run's record."""
+    """The failure-name study's control: every failed-check name moved to another run's record.
+
+    Sorted by name and rotated by the largest count of one name, no record keeps its own name when no
+    name is on more than half of them; the records that cannot get another name get "unnamed-check".
+    Deterministic, so a replayed step shows the editors the same names.
+    """
     names = [r.failed_check for _, r in failed]
-    if len(set(names)) < 2:
-        return [(t, dataclasses.replace(r, failed_check="unnamed-check")) for t, r in failed]
-    shuffled = names[:]
-    rng = random.Random(0)
-    while any(a == b for a, b in zip(names, shuffled, strict=True)):
-        rng.shuffle(shuffled)
-    return [(t, dataclasses.replace(r, failed_check=n)) for (t, r), n in zip(failed, shuffled, strict=True)]
+    if not names:
+        return failed
+    order = sorted(range(len(names)), key=lambda i: names[i] or "")
+    shift = max(Counter(names).values())
+    moved = list(names)
+    for k, i in enumerate(order):
+        other = names[order[(k + shift) % len(order)]]
+        moved[i] = other if other != names[i] else "unnamed-check"
+    return [(t, dataclasses.replace(r, failed_check=n)) for (t, r), n in zip(failed, moved, strict=True)]

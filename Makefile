@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo test lint bench clean postgres chromium
+.PHONY: demo test lint bench bench-heal clean postgres chromium
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -43,6 +43,14 @@ test: $(STAMP) lint postgres chromium
 bench: $(STAMP)
 	$(BIN)/python benchmarks/perf/ingest.py
 	$(BIN)/python benchmarks/perf/query.py
+
+# The heal benchmark: every scenario at full count on the scripted policy, then the report (exit 1 on NO-GO or
+# INCOMPLETE). About 5 minutes on 2 cores; docs/benchmarks.md has the last report.
+HEAL_OUT := .lousho/bench/heal.jsonl
+bench-heal: $(STAMP)
+	$(BIN)/lousho bench heal --scenarios all --attempts full --out $(HEAL_OUT)
+	$(BIN)/lousho bench heal --report --out $(HEAL_OUT) > $(HEAL_OUT:.jsonl=.report.txt); \
+		status=$$?; cat $(HEAL_OUT:.jsonl=.report.txt); exit $$status
 
 clean:
 	rm -rf $(VENV) .lousho .pytest_cache .ruff_cache

@@ -25,6 +25,7 @@ COMMANDS = {
     "demo": "lousho.demo:demo",
     "improve": "lousho.improve.cli:improve",
     "plot": "lousho.plot.cli:plot",
+    "bench": "lousho.bench.cli:bench",
 }
 # Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent).
 EXTRA = {

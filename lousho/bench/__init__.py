@@ -1,1 +1,4 @@
-"""bench: benchmarks that ship with the package."""
+"""bench: benchmarks that ship with lousho and run anywhere it is installed (`lousho bench ...`).
+
+The timing scripts of the parts stay in the repository's ``benchmarks/perf/``.
+"""

@@ -1,1 +1,29 @@
-"""The heal benchmark: the eleven scenarios of the source report and their bars."""
+"""The heal benchmark (seed §5, §6 and its appendix): the eleven loop scenarios with their bars, the
+failure-name study and the layout check, on a synthetic coding project with hidden tests.
+
+``lousho bench heal --scenarios all --out FILE.jsonl`` runs it; ``--report`` prints each bar and the
+verdict. From Python: :func:`run` with :class:`Options`, then :func:`report` on :func:`read_rows`.
+Names load on first use (PEP 562): the agent's tools import ``lousho.bench.heal.layout`` alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ALL": "lousho.bench.heal.run",
+    "Options": "lousho.bench.heal.run",
+    "read_rows": "lousho.bench.heal.rows",
+    "report": "lousho.bench.heal.report",
+    "run": "lousho.bench.heal.run",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lousho.bench.heal' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,153 @@
+"""Running the benchmark: the shared parts, each scenario at its count, then the study and the layout.
+
+With ``attempts="full"`` a scenario runs until its bar has the attempts it needs that tested something;
+an attempt whose precondition failed (a "precondition miss") is recorded and replaced, at most as many
+times as the bar's count. With a number N, each scenario makes N attempts the same way. The live guard
+checks the observe database before every attempt (and, through the editors' client, before every
+editor call); a foreign run stops the benchmark with :class:`ForeignRuns`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lousho.bench.heal.bench import Bench, Live, Switch
+from lousho.bench.heal.catalog import ALL, LAYOUT, SCENARIOS, STUDY, Scenario
+from lousho.bench.heal.errors import ForeignRuns, LiveGuardTripped, UnknownScenario
+from lousho.bench.heal.rows import RowWriter
+from lousho.errors import LoushoError
+from lousho.improve import audit
+
+
+@dataclass(frozen=True)
+class Options:
+    out: Path
+    work: Path
+    db: Path | None = None  # None: a fresh database in the work directory
+    scenarios: tuple[str, ...] = ALL
+    attempts: int | None = None  # None: full count
+    seed: int = 0
+    live: Live | None = None
+    environ: Mapping[str, str] = field(default_factory=dict)
+    append: bool = False
+
+
+def parse_scenarios(value: str) -> tuple[str, ...]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names or names == ["all"]:
+        return ALL
+    unknown = [n for n in names if n not in ALL]
+    if unknown:
+        raise UnknownScenario(f"unknown scenarios {unknown}; the names are: {', '.join(ALL)}")
+    return tuple(n for n in ALL if n in names)
+
+
+@contextmanager
+def running(options: Options) -> Iterator[Bench]:
+    """The daemon and the two scripted model servers, for the whole run."""
+    from lousho.models.scripted import ScriptedModelServer
+    from lousho.observe.client import connect
+    from lousho.observe.process import start_daemon
+
+    options.work.mkdir(parents=True, exist_ok=True)
+    db = options.db or options.work / "observe.duckdb"
+    if options.db is None and not options.append:  # a fresh store of the benchmark's own
+        for stale in options.work.glob("observe.duckdb*"):
+            stale.unlink()
+    daemon = start_daemon(db)
+    agent_switch, editor_switch = Switch(), Switch()
+    try:
+        with ScriptedModelServer(agent_switch) as agent_server, ScriptedModelServer(editor_switch) as editor_server:
+            store = connect(daemon.url)
+            yield Bench(options.work, options.seed, daemon.url, store.sql, agent_server, editor_server, agent_switch,
+                        editor_switch, options.live, options.environ)
+    finally:
+        daemon.stop()
+
+
+def run(options: Options, say: Callable[[str], None] = lambda _: None) -> int:
+    """Run the chosen parts; returns the number of rows written."""
+    writer = RowWriter(options.out, append=options.append)
+    count = 0
+    try:
+        with running(options) as bench:
+            _check(bench, "before the first attempt")
+            for scenario in SCENARIOS:
+                if scenario.name in options.scenarios:
+                    for row in attempts(bench, scenario, options.attempts):
+                        writer.write(row)
+                        count += 1
+                        say(_line(row))
+            if STUDY in options.scenarios:
+                from lousho.bench.heal.study import study
+
+                for row in study(bench, options.attempts, check=lambda where: _check(bench, where)):
+                    writer.write(row)
+                    count += 1
+                    say(f"{STUDY} {row['task']} {row['condition']} {row['attempt']}: proposal {row['proposal']}, "
+                        f"confirmed {row['confirmed']} ({row['seconds']:.1f} s)")
+            if LAYOUT in options.scenarios:
+                from lousho.bench.heal.layout import layout
+
+                _check(bench, "before the layout check")
+                for row in layout(bench, options.attempts):
+                    writer.write(row)
+                    count += 1
+                    hat = "-" if row["pass_hat_3"] is None else f"{row['pass_hat_3']:.3f}"
+                    say(f"{LAYOUT} {row['arm']}: pass^3 {hat}, mean tokens {row['mean_tokens']:.0f} "
+                        f"({row['seconds']:.1f} s)")
+    except LiveGuardTripped as e:
+        raise ForeignRuns(f"stopped {e.where}: the observe database holds runs of agents that are not the "
+                          f"benchmark's: {', '.join(e.agents)}") from None
+    finally:
+        writer.close()
+    return count
+
+
+def attempts(bench: Bench, scenario: Scenario, count: int | None) -> Iterator[dict[str, Any]]:
+    """Attempts until ``count`` (the bar's count when None) tested something, replacing precondition
+    misses at most ``count`` times."""
+    target = scenario.attempts if count is None else count
+    counted = made = 0
+    while counted < target and made < 2 * target:
+        row = attempt_row(bench, scenario, made + 1)
+        made += 1
+        counted += bool(row["counted"])
+        yield row
+
+
+def attempt_row(bench: Bench, scenario: Scenario, index: int) -> dict[str, Any]:
+    _check(bench, f"before {scenario.name} attempt {index}")
+    a = bench.attempt(scenario.name, index, live_agent=scenario.live_agent, live_editor=scenario.live_editor,
+                      planted=dict(scenario.planted) or None)
+    started = time.monotonic()
+    try:
+        from lousho.bench.heal.scenarios import RUNNERS
+
+        result = RUNNERS[scenario.name](a)
+        passed, counted, outcome, detail = result.passed, result.counted, result.outcome, result.detail
+    except LoushoError as e:  # a failure of the loop (or of the benchmark's setup) fails the attempt, recorded
+        passed, counted, outcome, detail = False, True, f"error {e.code}", e.message
+    finally:
+        a.close()
+    verdict = audit.verify(a.paths)
+    return {"kind": "attempt", "scenario": scenario.name, "attempt": index, "seed": a.seed, "passed": passed,
+            "counted": counted, "outcome": outcome, "detail": detail[:2000], "must_happen": scenario.must_happen,
+            "planted_harm": scenario.planted_harm, "audit_ok": verdict.ok, "audit": verdict.reason,
+            "seconds": round(time.monotonic() - started, 2), "dir": str(a.dir), **a.models(), **a.meter.to_dict(),
+            "editor_requests": a.editor_meter.requests}
+
+
+def _check(bench: Bench, where: str) -> None:
+    bench.guard()(where)
+
+
+def _line(row: dict[str, Any]) -> str:
+    verdict = "pass" if row["passed"] else "FAIL" if row["counted"] else "precondition miss"
+    return f"{row['scenario']} {row['attempt']}: {verdict}: {row['outcome']} ({row['seconds']:.1f} s)"
+

@@ -80,3 +80,16 @@ def test_editor_calls_in_a_watcher_are_rate_limited(agent_model: ModelConfig) ->
         assert len(server.requests) == 7
     # 3 calls at t=0,1,2; the 4th waits until t=60; the 7th until t=120: never more than 3 in 60 s.
     assert slept and abs(sum(slept) - (120 - 6)) < 1e-6
+
+
+def test_watch_through_the_cli_runs_ticks_and_releases_its_lease(tmp_path: Path, agent_model: ModelConfig) -> None:
+    agent, check = make_agent(tmp_path)
+    with ScriptedModelServer(editor_script({"invariant": [ADD_FIX]})) as editor:
+        done = lousho("improve", str(agent), "--check", str(check), "--model-url", agent_model.url, "--model", "a",
+                      "--editor-model-url", editor.url, "--editor-model", "e", "--watch", "--interval", "0.2",
+                      "--ticks", "3")
+    assert done.returncode == 0, done.stderr
+    ticks = done.stdout.splitlines()
+    assert len(ticks) == 3 and ticks[0].startswith("tick: cycle: applied")
+    assert all(t.startswith("tick: monitoring") for t in ticks[1:])
+    assert not (agent / ".lousho" / "watcher.lease").exists(), "a watcher that stops gives its lease back"

@@ -67,6 +67,8 @@ def watched_edit(state_dir: Path) -> AppliedEdit | str | None:
     watched = state.get("watched") if isinstance(state, dict) else None
     if not watched:
         return None
+    if not isinstance(watched, dict):  # a hand-edited or corrupt file: say so, never a 500
+        return f"{path.name}: watched is not an object"
     edit = _edit(watched, watched.get("applied_at"), "state.json")
     return edit if edit is not None else f"{path.name}: watched lacks before, after or a valid applied_at"
 

@@ -299,6 +299,20 @@ def test_an_edited_audit_line_shows_as_a_broken_chain(site):
 
 
 @pytest.mark.system
+@pytest.mark.parametrize("watched", ['"x"', "[1]", "7"])
+def test_a_corrupt_state_file_is_a_note_on_the_page_not_a_500(site, watched):
+    state = site.agent_dir / ".lousho" / "state.json"
+    original = state.read_bytes()
+    try:
+        state.write_text('{"watched": ' + watched + "}")
+        body = site.html("/agents/ledger")
+        assert "watched is not an object" in body
+        assert "chain verifies" in body or "audit" in body  # the audit log still shows
+    finally:
+        state.write_bytes(original)
+
+
+@pytest.mark.system
 def test_the_recovery_page_shows_pending_and_quarantined_runs_and_the_outage(site):
     body = site.html("/recovery")
     assert "provider outage: recovery paused since" in body and "LOUSHO_PROVIDER_UNKNOWN" in body

@@ -67,8 +67,11 @@ def audit_bar(rows: Sequence[dict[str, Any]]) -> Bar:
     attempts = of_kind(rows, "attempt")
     need = sum(s.attempts for s in SCENARIOS)
     ok = sum(bool(r["audit_ok"]) for r in attempts)
+    # An attempt that changed nothing (healthy runs no cycle) has an empty log: verified, but say how many.
+    empty = sum(not r.get("audit_lines", 1) for r in attempts)
     status: Status = "missed" if ok < len(attempts) else "too few" if len(attempts) < need else "met"
-    return Bar("audit", f"{need}+ attempt directories", f"{ok}/{len(attempts)} verified", status,
+    counts = f"{ok}/{len(attempts)} verified" + (f" ({empty} with no entries)" if empty else "")
+    return Bar("audit", f"{need}+ attempt directories", counts, status,
                what="every attempt's audit log verifies (hash chain and head)")
 
 

@@ -106,6 +106,7 @@ class Attempt:
         toml = self.agent_dir / "agent.toml"
         toml.write_text(re.sub(r'(?m)^name = ".*"$', f'name = "{self.name}"', toml.read_text()), encoding="utf-8")
         self.meter, self.editor_meter = Meter(), Meter()
+        self.editor_sent: list[str] = []  # every message text sent to the editor model in this attempt
         self.guard = bench.guard()
         self.editors: Editors | None = None
         live = bench.live
@@ -142,7 +143,7 @@ class Attempt:
     def editor_client(self) -> ModelClient:
         """The editors' client: metered, and guarded before every call."""
         inner = self.editor_model.client(self.bench.environ)
-        return Metered(inner, (self.meter, self.editor_meter), before_call=self.guard)
+        return Metered(inner, (self.meter, self.editor_meter), before_call=self.guard, sent=self.editor_sent)
 
     def setup(self, cases: list[Case], *, observe: bool = False,
               on_run: Callable[[Case, int], None] | None = None, config: dict[str, Any] | None = None) -> LoopSetup:

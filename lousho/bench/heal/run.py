@@ -139,6 +139,7 @@ def attempt_row(bench: Bench, scenario: Scenario, index: int) -> dict[str, Any]:
     return {"kind": "attempt", "scenario": scenario.name, "attempt": index, "seed": a.seed, "passed": passed,
             "counted": counted, "outcome": outcome, "detail": detail[:2000], "must_happen": scenario.must_happen,
             "planted_harm": scenario.planted_harm, "audit_ok": verdict.ok, "audit": verdict.reason,
+            "audit_lines": verdict.lines,
             "seconds": round(time.monotonic() - started, 2), "dir": str(a.dir), **a.models(), **a.meter.to_dict(),
             "editor_requests": a.editor_meter.requests}
 

@@ -53,12 +53,15 @@ class Metered:
     inner: ModelClient
     meters: Sequence[Meter]
     before_call: Callable[[], None] | None = None  # the live guard, before each editor call
+    # The text of every message sent, so a scenario can check what a model (live or scripted) really read.
+    sent: list[str] = field(default_factory=list)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool] | None = None, *,
                  temperature: float | None = None, seed: int | None = None,
                  max_tokens: int | None = None) -> ChatResult:
         if self.before_call is not None:
             self.before_call()
+        self.sent.extend(str(m.get("content") or "") for m in messages)
         result = self.inner.complete(messages, tools, temperature=temperature, seed=seed, max_tokens=max_tokens)
         for meter in self.meters:
             meter.add(requests=1, tokens=result.usage.total_tokens)

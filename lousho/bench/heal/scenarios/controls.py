@@ -49,8 +49,8 @@ def kill_switch(a: Attempt) -> Result:
         return miss(f"the cycle ended before the {where} checkpoint: {first.reason[:80]}", first.reason)
     after_flip = audit_actions(a.agent_dir)[flipped[0]:]
     second = tick(setup, owner)
-    stopped = first.action == "paused" or (first.cycle is not None and first.cycle.outcome in ("paused", "kept-base",
-                                                                                             "canary-rejected"))
+    # Stopped by the switch, not turned down by a check after ignoring it.
+    stopped = first.action == "paused" or (first.cycle is not None and first.cycle.outcome == "paused")
     unchanged = files(a.agent_dir) == before and "apply" not in after_flip
     editors_after = where in ("cycle", "editors") and a.editor_meter.requests > 0
     ok = stopped and unchanged and second.action == "paused" and not editors_after

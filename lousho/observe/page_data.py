@@ -15,16 +15,13 @@ from typing import Any
 import duckdb
 
 from lousho.observe import sql as sql_api
-from lousho.observe.runs_view import runs_select
+from lousho.observe.runs_view import newest_runs_queries, runs_select
 
 RUN_COLUMNS = (
     "run_id, agent, harness_revision, case_id, status, passed, attempts, started_ns, duration_s, "
     "input_tokens, output_tokens, cost_usd, model_calls, tool_calls, error_type, error_message, probe, "
     "healed_from"
 )
-# How far back the runs list looks first, then wider (as `lousho runs`): the newest runs are found
-# without aggregating the whole store, and the answer is exact because the last window is everything.
-_WINDOWS_NS = tuple(h * 3_600_000_000_000 for h in (1, 24, 24 * 7, 24 * 30)) + (None,)
 # Equal-width time bins of the pass-rate chart, over the agent's first to last scored run.
 PASS_RATE_BINS = 40
 # A run's span tree stops here; a run with more spans says so.
@@ -82,22 +79,10 @@ def newest_runs(reader: Reader, *, agent: str | None, revision: str | None, fail
     if newest is None:
         return []
     rows: list[dict[str, Any]] = []
-    for window in _WINDOWS_NS:
-        since = newest - window if window is not None else -(2**63)
-        span_filter, params = ["start_ns >= ?"], [since]
-        post, post_params = ["started_ns >= ?"], [since]
-        for column, post_column, value in (("agent_name", "agent", agent),
-                                           ("harness_revision", "harness_revision", revision)):
-            if value:
-                span_filter.append(f"{column} = ?")
-                params.append(value)
-                post.append(f"{post_column} = ?")
-                post_params.append(value)
-        if failed:
-            post.append("(status = 'error' OR passed = false)")
-        rows = reader.rows(
-            f"SELECT {RUN_COLUMNS} FROM ({runs_select(' AND '.join(span_filter))}) WHERE {' AND '.join(post)} "
-            "ORDER BY started_ns DESC, run_id LIMIT ?", [*params, *post_params, limit])
+    # Widening windows, as `lousho runs`: the newest runs without aggregating the whole store.
+    for query, params in newest_runs_queries(newest, RUN_COLUMNS, agent=agent, revision=revision, failed=failed,
+                                             limit=limit):
+        rows = reader.rows(query, params)
         if len(rows) >= limit:
             break
     return rows

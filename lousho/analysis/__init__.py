@@ -5,8 +5,7 @@ Names load on first use (PEP 562), so `lousho stats` does not pay for the store 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from lousho._lazy import lazy_exports
 
 _EXPORTS = {
     "Monitor": "lousho.analysis.live_monitor",
@@ -24,11 +23,4 @@ _EXPORTS = {
     "wilson_interval": "lousho.analysis.stats",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lousho.analysis' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__, __getattr__ = lazy_exports("lousho.analysis", _EXPORTS)

@@ -5,8 +5,7 @@ Names load on first use (PEP 562), so importing the package costs nothing until 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from lousho._lazy import lazy_exports
 
 _EXPORTS = {
     "Case": "lousho.improve.records",
@@ -17,11 +16,4 @@ _EXPORTS = {
     "improve_agent": "lousho.improve.step",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lousho.improve' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__, __getattr__ = lazy_exports("lousho.improve", _EXPORTS)

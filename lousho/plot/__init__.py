@@ -5,8 +5,7 @@ Names load on first use (PEP 562): importing the package does not import matplot
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from lousho._lazy import lazy_exports
 
 _EXPORTS = {
     "AppliedEdit": "lousho.plot.edits",
@@ -19,11 +18,4 @@ _EXPORTS = {
     "watched_edit": "lousho.plot.edits",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lousho.plot' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__, __getattr__ = lazy_exports("lousho.plot", _EXPORTS)

@@ -8,8 +8,7 @@ Names load on first use (PEP 562): the agent's tools import ``lousho.bench.heal.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from lousho._lazy import lazy_exports
 
 _EXPORTS = {
     "ALL": "lousho.bench.heal.run",
@@ -19,11 +18,4 @@ _EXPORTS = {
     "run": "lousho.bench.heal.run",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lousho.bench.heal' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__, __getattr__ = lazy_exports("lousho.bench.heal", _EXPORTS)

@@ -9,7 +9,6 @@ is checked for prompt injection before the workspace takes it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,9 +92,6 @@ class Evidence:
     def render(self) -> str:
         parts = ["Failed runs of the training cases under the current harness follow."]
         for title, record in self.failed[:MAX_RECORDS]:
-            # Rendered as the run it was: a replay must give a byte-identical request, or the editor cache
-            # could never answer a second identical step. The ledger and the card say what was replayed.
-            record = dataclasses.replace(record, cached=False)
             parts.append(sanitize.render_record(record, title, show_failed_check=self.show_failed_check))
         for i, recovery in enumerate(self.recoveries, 1):
             parts.append(sanitize.render_recovery(recovery, f"recovery {i}"))

@@ -299,8 +299,8 @@ def render_record(record: RunRecord, title: str, *, show_failed_check: bool = Tr
     if show_failed_check and record.failed_check:
         verdict += f"; failed check: {_one_line(record.failed_check, MAX_NAME_CHARS)}"
     lines = [BANNER, f"run: {title}"]
-    if record.cached:
-        lines.append("(replayed from the cache: old evidence, not a new run)")
+    # Whether the run was replayed from the cache is the ledger's and the card's to say, not the editor's:
+    # a replay must render to the same bytes as the run it replays, or a cached step could never repeat.
     lines.append(verdict)
     if record.explanation is not None:
         lines += ["explanation:", fenced(record.explanation, "explanation", "explanation")]

@@ -3,7 +3,8 @@ filled by the demo: sign in with the token once, filter the failed runs, open on
 its score. Screenshots are kept as test artefacts (``tmp_path``, and ``$LOUSHO_ARTEFACTS`` when set).
 
 Debian's ``chromium`` package is the browser (``executable_path``); Playwright never downloads one. The
-test is skipped only when that browser or the ``playwright`` package is missing.
+test never skips: without the browser or the ``playwright`` package it fails and says how to install them
+(``make test`` does both), so a machine without them cannot pass it by accident.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ def demo_daemon(tmp_path: Path, demo_run) -> Iterator[DaemonProcess]:  # type: i
 
 def _sync_playwright():
     if not CHROMIUM.exists():
-        pytest.skip(f"no system Chromium at {CHROMIUM} (Debian package `chromium`; `make test` installs it)")
+        pytest.fail(f"no system Chromium at {CHROMIUM}: install Debian's `chromium` (`make test` does)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the `playwright` package is not installed (`make test` installs it)")
+        pytest.fail("the `playwright` package is not installed: `pip install -e '.[dev]'` (`make test` does)")
     return sync_playwright
 
 

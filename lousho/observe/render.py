@@ -28,7 +28,7 @@ def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = Non
         click.echo(frame.write_csv(), nl=False, color=True)
     else:
         console = table_console()
-        table = Table(title=safe_text(title) if title is not None else None, show_lines=False)
+        table = Table(title=safe_text(title, "table.title") if title is not None else None, show_lines=False)
         for name in frame.columns:
             table.add_column(safe_text(name), overflow="fold")
         for row in frame.iter_rows():

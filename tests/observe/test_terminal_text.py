@@ -120,3 +120,67 @@ def test_visible_escapes_exactly_the_characters_a_terminal_acts_on(raw, shown):
 def test_visible_keeps_newlines_only_when_asked():
     assert visible("a\nb\r\n\x1b", newlines=True) == "a\nb\\r\n\\x1b"
     assert visible(12.5) == "12.5"
+
+
+# --- the other printers of stored text: pending runs, improve status, error lines ---
+
+HOSTILE = f"{CLOSE} {LINK} {TITLE}{CLEAR}{BIDI}{OVERWRITE}{C1}"
+
+
+def test_pending_shows_hostile_run_ids_agents_and_errors_as_text(tmp_path):
+    from click.testing import CliRunner
+
+    from lousho.recover import durable
+    from lousho.recover import store as run_store
+    from lousho.recover.cli import pending
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = run_store.open(url)
+    try:
+        durable.start(store, f"run {TITLE}", f"agent {CLOSE}", "send", {}).fail(RuntimeError(HOSTILE))
+    finally:
+        store.close()
+    result = CliRunner().invoke(pending, ["--store", url], catch_exceptions=False)
+    assert result.exit_code == 0
+    for char in FORBIDDEN:
+        assert char not in result.output, (char, result.output)
+    assert "run \\x1b]0;owned\\x07" in result.output and f"agent {CLOSE}" in result.output
+    assert "RuntimeError: [/]" in result.output and LINK in result.output  # the cell folds between them
+
+
+def test_improve_status_shows_a_tampered_proposal_as_text(tmp_path):
+    from click.testing import CliRunner
+
+    from lousho.improve.cli import improve
+
+    agent = tmp_path / "agent"
+    (agent / ".lousho" / "proposals").mkdir(parents=True)
+    (agent / "agent.toml").write_text('name = "a"\nmodel = "m"\n')
+    (agent / "instructions.md").write_text("Be brief.\n")
+    proposal = {"id": "p1", "status": HOSTILE, "revision": f"rev{CLEAR}", "created_at": "2026-01-01T00:00:00Z"}
+    (agent / ".lousho" / "proposals" / "p1.json").write_text(json.dumps(proposal))
+    result = CliRunner().invoke(improve, ["status", str(agent)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    for char in FORBIDDEN:
+        assert char not in result.output, (char, result.output)
+    assert "proposal     p1  [/] [link=https://evil.example]click[/link] \\x1b]0;owned" in result.output
+    assert "rev\\x1b[2J" in result.output
+
+
+def test_an_error_line_shows_control_characters_as_escapes(capsys):
+    import click
+
+    from lousho.cli import run
+    from lousho.observe.errors import RunNotFound
+
+    @click.command()
+    def failing() -> None:
+        raise RunNotFound(f"no run {TITLE}{BIDI}\nin the store")
+
+    with pytest.raises(SystemExit) as exited:
+        run(failing, [])
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    for char in FORBIDDEN:
+        assert char not in err, (char, err)
+    assert err.startswith("error LOUSHO_RUN_NOT_FOUND: no run \\x1b]0;owned\\x07\\u202etxt.exe\nin the store")

@@ -16,7 +16,7 @@ from daemon_support import sql
 import lousho.agent
 from lousho.observe import instrument
 from lousho.observe.process import start_daemon
-from lousho.observe.trigger import AgentSpec, cycle_command, cycle_environment
+from lousho.observe.trigger import AgentSpec, TriggerConfig, cycle_command, cycle_environment
 
 TOKEN = "s3cret-trigger-token-1f2e"
 EXAMPLE = Path(lousho.agent.__file__).parent / "example"
@@ -95,6 +95,7 @@ def test_a_cycle_triggered_by_a_daemon_with_a_token_reads_that_daemon(tmp_path: 
 def test_the_token_goes_by_the_environment_never_the_command_line(tmp_path: Path):
     spec = AgentSpec("coder", tmp_path, tmp_path / "check.py")
     assert TOKEN not in " ".join(cycle_command(spec, "http://127.0.0.1:1"))
+    assert TOKEN not in repr(TriggerConfig(agents=(spec,), observe_token=TOKEN))
     env = cycle_environment({"PATH": "/bin", "LOUSHO_TOKEN": "stale"}, TOKEN)
     assert env == {"PATH": "/bin", "LOUSHO_TOKEN": TOKEN}
     # A daemon without a token passes none on, not even one left in its environment.

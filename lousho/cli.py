@@ -80,7 +80,10 @@ def run(command: click.Command, args: list[str] | None = None, prog_name: str | 
         e.show()
         sys.exit(e.exit_code)
     except LoushoError as e:
-        click.echo(f"error {e.code}: {e.message}", err=True)
+        from lousho.observe.safe_text import visible
+
+        # A message may quote stored or model text (a run id, a span name): shown, never obeyed.
+        click.echo(visible(f"error {e.code}: {e.message}", newlines=True), err=True)
         if e.hint:
-            click.echo(f"hint: {e.hint}", err=True)
+            click.echo(visible(f"hint: {e.hint}", newlines=True), err=True)
         sys.exit(2 if isinstance(e, UsageError) else 1)

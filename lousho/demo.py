@@ -11,6 +11,9 @@ from pathlib import Path
 
 import click
 
+# Frames and cards quote agent and model text: control characters are shown, never obeyed.
+from lousho.observe.safe_text import visible
+
 EXAMPLE = Path(__file__).parent / "agent" / "example"
 
 
@@ -70,10 +73,10 @@ def demo(workdir: Path, n_runs: int) -> None:
         store = connect(daemon.url)
         _say("5. pass rate by harness revision (Wilson 95% interval, pass^3, tokens per passing run)")
         rates = pass_rates(runs(store, agent="ledger"))
-        click.echo(rates)
+        click.echo(visible(rates, newlines=True))
         _say("6. failed runs of the live revision, grouped into cases (what the improve loop learns from)")
         cases = cases_from_failures(store, "ledger", recurring_only=True)
-        click.echo(cases.select("case_id", "count", "failed_checks", "run_ids"))
+        click.echo(visible(cases.select("case_id", "count", "failed_checks", "run_ids"), newlines=True))
         _improve_step(agent_dir, daemon.url)
         _self_healing_loop(agent_dir, daemon.url, store_url)
         _say("10. lousho sql: tokens and tool calls by outcome")
@@ -111,7 +114,7 @@ def _improve_step(agent_dir: Path, observe_url: str) -> None:
         result = improve_agent(agent_dir, agent_dir / "check.py", model=ModelConfig(model.url, "scripted"),
                                editor_model=ModelConfig(editor.url, "scripted-editor"), observe=observe_url,
                                recurring_only=True)
-    click.echo(format_improve_result(result), nl=False)
+    click.echo(visible(format_improve_result(result), newlines=True), nl=False)
 
 
 def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> None:
@@ -135,8 +138,8 @@ def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> Non
                           observe=observe_url, environ={})
         cycle = run_cycle(setup)
         for check in cycle.checks:
-            click.echo(f"   {check.name}: {'pass' if check.passed else 'FAIL'}: {check.reason}")
-        click.echo(f"   cycle: {cycle.outcome}: {cycle.reason}")
+            click.echo(visible(f"   {check.name}: {'pass' if check.passed else 'FAIL'}: {check.reason}"))
+        click.echo(visible(f"   cycle: {cycle.outcome}: {cycle.reason}"))
         live = AgentSetup(agent_dir, agent_model, store_url, observe_url, check_path=agent_dir / "check.py",
                           batch_export=True)
         rng = random.Random(8)
@@ -147,15 +150,15 @@ def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> Non
         click.echo("   64 live runs on the applied revision")
         owner = new_owner()
         watched = tick(setup, owner)
-        click.echo(f"   watcher tick: {watched.action}: {watched.reason}")
+        click.echo(visible(f"   watcher tick: {watched.action}: {watched.reason}"))
 
         _say("9. a harmful edit forced past the gate; the watcher's corpus guard rolls it back")
         base = read_harness(agent_dir)
         harmful = base.with_file("instructions.md", base.files["instructions.md"]
                                  + "- Answer from memory; do not call tools.\n")
-        click.echo(f"   {force_apply(setup, harmful, reason='planted by the demo').reason}")
+        click.echo(visible(f"   {force_apply(setup, harmful, reason='planted by the demo').reason}"))
         rolled = tick(setup, owner)
-        click.echo(f"   watcher tick: {rolled.action}: {rolled.reason}")
+        click.echo(visible(f"   watcher tick: {rolled.action}: {rolled.reason}"))
         same = read_harness(agent_dir).revision == base.revision
         click.echo(f"   the harness is back at {read_harness(agent_dir).revision} (the kept edit): {same}")
     _lousho("improve", "audit", str(agent_dir), "--verify")

@@ -131,10 +131,14 @@ def _print(result: RunResult, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(asdict(result), sort_keys=True))
         return
-    click.echo(f"run {result.run_id}: {result.finish_reason} after {result.steps} step(s)")
+    from lousho.observe.safe_text import visible
+
+    # The output is the model's text: its control characters (ESC, CR, bidi overrides) are shown as
+    # escapes, never obeyed by the terminal; its newlines stay.
+    click.echo(visible(f"run {result.run_id}: {result.finish_reason} after {result.steps} step(s)"))
     if result.output is not None:
-        click.echo(result.output)
+        click.echo(visible(result.output, newlines=True))
     if result.approval_id:
-        click.echo(f"waiting for a person: lousho runs approve {result.run_id} {result.approval_id} [--deny]")
+        click.echo(visible(f"waiting for a person: lousho runs approve {result.run_id} {result.approval_id} [--deny]"))
     if result.error:
-        click.echo(f"error {result.error.get('code')}: {result.error.get('message')}")
+        click.echo(visible(f"error {result.error.get('code')}: {result.error.get('message')}", newlines=True))

@@ -137,10 +137,15 @@ def _show(
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(*headers, title=title, caption=footer)
+        from lousho.observe.safe_text import safe_text
+
+        # Cells quote the user's arguments: shown as text, never parsed as markup.
+        table = Table(title=safe_text(title, "table.title"), caption=safe_text(footer, "table.caption"))
+        for header in headers:
+            table.add_column(safe_text(header))
         for row in rows:
-            table.add_row(*row)
-        Console().print(table)
+            table.add_row(*(safe_text(cell) for cell in row))
+        Console(highlight=False).print(table)
         return
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     click.echo(title)

@@ -97,7 +97,7 @@ def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: s
                                                     "chosen", "flags", "error", "ledger", "decisions")},
                               sort_keys=True))
     else:
-        click.echo(format_improve_result(result), nl=False)
+        _echo(format_improve_result(result), nl=False)
     if result.could_not_run:
         sys.exit(1)
 
@@ -150,7 +150,10 @@ def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, observe: s
 
         def show(t: Any) -> None:
             line = {"action": t.action, "reason": t.reason}
-            click.echo(json.dumps(line, sort_keys=True) if as_json else f"tick: {t.action}: {t.reason}")
+            if as_json:
+                click.echo(json.dumps(line, sort_keys=True))
+            else:
+                _echo(f"tick: {t.action}: {t.reason}")
             sys.stdout.flush()
 
         watch_loop(setup, ticks=ticks, interval=interval, on_tick=show)
@@ -168,10 +171,10 @@ def _print_cycle(result: Any, as_json: bool) -> None:
         click.echo(json.dumps(result.to_dict(), sort_keys=True))
         return
     if result.step is not None:
-        click.echo(format_improve_result(result.step), nl=False)
+        _echo(format_improve_result(result.step), nl=False)
     for check in result.checks:
-        click.echo(f"{check.name}: {'pass' if check.passed else 'FAIL'}: {check.reason}")
-    click.echo(f"cycle: {result.outcome}: {result.reason}")
+        _echo(f"{check.name}: {'pass' if check.passed else 'FAIL'}: {check.reason}")
+    _echo(f"cycle: {result.outcome}: {result.reason}")
 
 
 model_flags = model_options
@@ -204,7 +207,7 @@ def reject(agent_dir: Path, proposal_id: str) -> None:
     from lousho.improve.cycle import reject_proposal
 
     result = reject_proposal(_setup(agent_dir, None, None, None, None, None), proposal_id)
-    click.echo(f"{result.outcome}: {result.reason}")
+    _echo(f"{result.outcome}: {result.reason}")
     if result.outcome == "refused":
         sys.exit(1)
 
@@ -217,7 +220,7 @@ def rollback_command(agent_dir: Path, to: str | None) -> None:
     from lousho.improve.cycle import rollback
 
     result = rollback(_setup(agent_dir, None, None, None, None, None), to=to, reason="by a person")
-    click.echo(f"rolled back: the harness is at {result.revision}")
+    _echo(f"rolled back: the harness is at {result.revision}")
 
 
 @improve.command("status")
@@ -248,17 +251,25 @@ def status(agent_dir: Path, as_json: bool) -> None:
         click.echo(json.dumps(data, sort_keys=True))
         return
     state = data["state"]
-    click.echo(f"revision     {data['revision']}")
-    click.echo(f"mode         {data['config']['approval']}   kill switch: {data['kill_switch'] or 'off'}")
-    click.echo(f"today        {state['cycles_today']} cycles, {state['tokens_today']} tokens, "
+    _echo(f"revision     {data['revision']}")
+    _echo(f"mode         {data['config']['approval']}   kill switch: {data['kill_switch'] or 'off'}")
+    _echo(f"today        {state['cycles_today']} cycles, {state['tokens_today']} tokens, "
                f"{state['applies_today']} applies; cooldown until {state['cooldown_until'] or '-'}")
     watched = state["watched"] or {}
-    click.echo(f"watched      {watched.get('after', '-')} ({watched.get('status', '-')})")
+    _echo(f"watched      {watched.get('after', '-')} ({watched.get('status', '-')})")
     for p in data["proposals"]:
-        click.echo(f"proposal     {p['id']}  {p['status']}  {p['revision']}")
-    click.echo(f"lessons      {sum(not le['retired'] for le in data['lessons'])} active, "
+        _echo(f"proposal     {p['id']}  {p['status']}  {p['revision']}")
+    _echo(f"lessons      {sum(not le['retired'] for le in data['lessons'])} active, "
                f"{sum(le['retired'] for le in data['lessons'])} retired")
-    click.echo(f"audit        {'ok' if verdict.ok else 'BROKEN'} ({verdict.lines} lines)")
+    _echo(f"audit        {'ok' if verdict.ok else 'BROKEN'} ({verdict.lines} lines)")
+
+
+def _echo(text: str, nl: bool = True) -> None:
+    """Print text for a person: reasons, cards and proposals quote model and agent text, so control
+    characters (ESC, CR, bidi overrides) are shown as escapes; newlines stay (``visible``)."""
+    from lousho.observe.safe_text import visible
+
+    click.echo(visible(text, newlines=True), nl=nl)
 
 
 def _register_audit() -> None:

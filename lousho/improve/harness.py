@@ -3,8 +3,10 @@
 The harness is ``instructions.md`` plus every ``skills/<name>/SKILL.md``; nothing else of the
 directory is writable (agent.toml, tools.py and hooks are code or configuration a person owns). A
 skill folder that holds anything besides its SKILL.md ships scripts or data its text describes, so
-its SKILL.md is read-only too. The always-on instructions stay within ``MAX_INSTRUCTIONS_CHARS``,
-the limit the loader enforces. A harness's revision is the same content hash
+its SKILL.md is read-only too, and so is a harness file reached through a symbolic link (the file,
+its skill folder or ``skills/`` being a link): it is read as the agent reads it, but never written,
+since a write through it could land outside the agent directory. The always-on instructions stay
+within ``MAX_INSTRUCTIONS_CHARS``, the limit the loader enforces. A harness's revision is the same content hash
 ``lousho.agent.directory.harness_revision`` computes on disk, so runs of a materialized candidate are
 recorded under the candidate's revision.
 """
@@ -134,7 +136,8 @@ class Harness:
         """A copy with ``path`` set to ``text``; HarnessWriteRefused says why when the write is not allowed."""
         reason = _path_problem(path)
         if reason is None and path in self.read_only:
-            reason = "read-only: its skill folder holds other files that this SKILL.md describes"
+            reason = ("read-only: its skill folder holds other files that this SKILL.md describes, or it is "
+                      "reached through a symbolic link")
         if reason is None:
             reason = _text_problem(path, text)
         if reason is not None:
@@ -229,7 +232,19 @@ def read_harness(agent_dir: Path) -> Harness:
         files[key] = _read(skill)
         if any(e.name not in _SKIPPED_ANYWHERE and e.name != SKILL_FILE for e in entry.iterdir()):
             read_only.add(key)
+    read_only.update(key for key in files if linked_part(root, key) is not None)
     return Harness(files, frozenset(read_only))
+
+
+def linked_part(root: Path, path: str) -> str | None:
+    """The first part of ``root/path`` below ``root`` that is a symbolic link (``skills``,
+    ``skills/<name>`` or the file itself), as a relative posix path; None when there is none."""
+    here = Path(root)
+    for part in path.split("/"):
+        here = here / part
+        if here.is_symlink():
+            return here.relative_to(root).as_posix()
+    return None
 
 
 def _read(path: Path) -> str:

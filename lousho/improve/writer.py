@@ -1,9 +1,11 @@
 """The writer: the only code that writes harness files (seed §4.1).
 
-It refuses the write when the directory changed since the cycle read it (stale), checks the added
-text for prompt injection again, saves the revisions before and after under ``.lousho/revisions/``,
-writes all the files or none, and appends an audit entry. A rollback is a write like any other: it
-restores a saved revision's bytes as a new entry in the history; nothing is ever rewritten.
+It refuses the write when the directory changed since the cycle read it (stale) or when a file it
+would write or remove is reached through a symbolic link (which may lead out of the agent directory),
+checks the added text for prompt injection again, saves the revisions before and after under
+``.lousho/revisions/``, writes all the files or none, and appends an audit entry. A rollback is a
+write like any other: it restores a saved revision's bytes as a new entry in the history; nothing is
+ever rewritten.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from lousho.errors import LoushoError
 from lousho.improve import audit, injection
-from lousho.improve.harness import Harness, read_harness
+from lousho.improve.harness import Harness, linked_part, read_harness
 from lousho.improve.locks import exclusive
 from lousho.improve.state import Paths, iso, now_utc
 
@@ -29,6 +31,12 @@ class StaleHarness(LoushoError):
 class WriteRefused(LoushoError):
     code = "LOUSHO_IMPROVE_WRITE_REFUSED"
     hint = "the edit's added text trips the injection checks; it was not written"
+
+
+class LinkRefused(LoushoError):
+    code = "LOUSHO_IMPROVE_LINK_REFUSED"
+    hint = ("the improve loop writes no harness file reached through a symbolic link; replace the link "
+            "with a real file or folder inside the agent directory, or edit that file by hand")
 
 
 class RevisionMissing(LoushoError):
@@ -58,6 +66,11 @@ def _write(paths: Paths, target: Harness, *, expected: str, action: str, check_i
                      target=target.revision, **fields)
         raise StaleHarness(f"stale: the harness is at {current.revision}, not {expected} as when this edit was made")
     changed = current.changed_paths(target)
+    links = _links(paths.agent_dir, changed)
+    if links:
+        audit.append(paths, "write-refused", reason="link", links=links, target=target.revision, **fields)
+        raise LinkRefused("the edit would write through a symbolic link, maybe out of the agent directory: "
+                          + ", ".join(f"{path} (via {via})" for path, via in links.items()))
     if check_injection:
         added = "\n".join(injection.added_text(current.files.get(p, ""), target.files.get(p, "")) for p in changed)
         findings = injection.injection_findings(added)
@@ -106,6 +119,14 @@ def saved_revisions(paths: Paths) -> list[str]:
     if not paths.revisions.is_dir():
         return []
     return sorted(p.name for p in paths.revisions.iterdir() if (p / "meta.json").exists())
+
+
+def _links(root: Path, changed: list[str]) -> dict[str, str]:
+    """Changed paths reached through a symbolic link, each with the link. Any link is refused, not
+    only one that leads out: the staging, the rename, a removal and the undo all go through the path,
+    and a link inside today can be pointed outside between the check and the write."""
+    found = {path: linked_part(root, path) for path in changed}
+    return {path: via for path, via in found.items() if via is not None}
 
 
 def _replace_all(root: Path, current: Harness, target: Harness, changed: list[str]) -> None:

@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 import polars as pl
-from rich.console import Console
 from rich.tree import Tree
 
 from lousho.observe.client import DaemonClient, StoreClient, connect
 from lousho.observe.config import MIB, DaemonConfig
 from lousho.observe.errors import DaemonUnreachable, RunNotFound
-from lousho.observe.render import print_frame
+from lousho.observe.render import print_frame, table_console
 from lousho.observe.runs_view import newest_runs_queries, runs_select
+from lousho.observe.safe_text import safe_text
 
 DEFAULT_URL = "http://127.0.0.1:4318"
 DEFAULT_DB = Path(".lousho/observe.duckdb")
@@ -199,11 +199,12 @@ def runs_show(ctx: click.Context, run_id: str, as_json: bool) -> None:
         click.echo(json.dumps(doc, sort_keys=True, default=str))
         return
     print_frame(run.drop("input", "output"), "table", title=f"run {run_id}")
-    Console(highlight=False).print(_span_tree(spans, scores))
+    table_console().print(_span_tree(spans, scores))
 
 
 def _span_tree(spans: pl.DataFrame, scores: pl.DataFrame) -> Tree:
-    root = Tree("spans")
+    """Every label is ``safe_text``: names, messages and check names are the agent's text."""
+    root = Tree(safe_text("spans"))
     nodes: dict[str, Tree] = {}
     by_span: dict[str, list[dict[str, Any]]] = {}
     for score in scores.iter_rows(named=True):
@@ -214,10 +215,10 @@ def _span_tree(spans: pl.DataFrame, scores: pl.DataFrame) -> Tree:
         label = f"{row['name']}  [{row['status_code']}] {ms:.1f} ms"
         if row["status_message"]:
             label += f"  {row['status_message']}"
-        node = (parent or root).add(label)
+        node = (parent or root).add(safe_text(label))
         for score in by_span.get(row["span_id"], []):
             verdict = {True: "pass", False: "fail"}.get(score["passed"], score["score_label"])
             extra = f" (failed check: {score['failed_check']})" if score["failed_check"] else ""
-            node.add(f"score {score['name']} = {score['score_value']} {verdict}{extra}")
+            node.add(safe_text(f"score {score['name']} = {score['score_value']} {verdict}{extra}"))
         nodes[row["span_id"]] = node
     return root

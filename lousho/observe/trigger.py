@@ -21,11 +21,12 @@ import contextlib
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -119,8 +120,11 @@ class TriggerConfig:
     z_min: float = Z_MIN
     # LOUSHO_IMPROVE=off (read by the CLI): the kill switch for every agent of this daemon.
     improve_off: bool = False
-    # This daemon's address, passed to the cycle as --observe (its token, if any, goes by LOUSHO_TOKEN).
+    # This daemon's address, passed to the cycle as --observe.
     observe_url: str | None = None
+    # This daemon's token: the cycle gets it as LOUSHO_TOKEN in its environment, never on its command
+    # line (which any local user can read in the process list), and never in a log or repr.
+    observe_token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,17 @@ def cycle_command(agent: AgentSpec, observe_url: str | None = None) -> list[str]
     command = [sys.executable, "-m", "lousho", "improve", str(agent.directory), "--check", str(agent.check),
                "--apply"]
     return command + (["--observe", observe_url] if observe_url else [])
+
+
+def cycle_environment(base: dict[str, str], token: str | None) -> dict[str, str]:
+    """The cycle's environment: the daemon's own, with ``LOUSHO_TOKEN`` set to the daemon's token.
+
+    A daemon given ``--token`` has no LOUSHO_TOKEN of its own to pass on, and a daemon without a token
+    must not hand its cycle a stale one from its environment for a different daemon."""
+    env = {k: v for k, v in base.items() if k != "LOUSHO_TOKEN"}
+    if token:
+        env["LOUSHO_TOKEN"] = token
+    return env
 
 
 def _stderr(line: str) -> None:
@@ -283,8 +298,11 @@ class Trigger:
             with cycle_log.open("ab") as out:
                 # close_fds (the default) keeps the daemon's listening sockets out of the child.
                 command = cycle_command(agent, self.config.observe_url)
+                # The daemon's environment is passed through, not read as configuration: the cycle's
+                # CLI resolves its own flags from it (LOUSHO_MODEL_URL, the model's key, ...).
+                env = cycle_environment(dict(os.environ), self.config.observe_token)
                 process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
-                                           stderr=subprocess.STDOUT)
+                                           stderr=subprocess.STDOUT, env=env)
         except OSError as e:
             self._skip(agent, revision, window, f"could not start the cycle: {e}")
             return

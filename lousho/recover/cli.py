@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from lousho.observe.render import table_console
+from lousho.observe.safe_text import safe_text, visible
 from lousho.recover.heal import SUFFIX as HEAL_SUFFIX
 from lousho.recover.store import DEFAULT_URL, UNFINISHED, OutageState, RunRecord
 from lousho.recover.store import open as open_store
@@ -84,11 +84,12 @@ def pending(store_url: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, sort_keys=True, indent=2))
         return
-    # A pipe gets a wide table rather than 80 folded columns (as observe's tables do).
-    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
-    console.print(outage_line(state), style="bold red" if state.paused else None)
+    # Run ids, agents, errors and lease owners come from agents and the store: each is shown as text
+    # (safe_text), never markup, with control characters visible.
+    console = table_console()
+    console.print(safe_text(outage_line(state), "bold red" if state.paused else None))
     if not rows:
-        console.print(f"no unfinished runs in {location}")
+        console.print(safe_text(f"no unfinished runs in {location}"))
         return
     table = Table("run_id", "agent", "kind", "status", "attempts", "failures", "last error", "next attempt",
                   "held by", "updated")
@@ -99,18 +100,18 @@ def pending(store_url: str, as_json: bool) -> None:
             status = "QUARANTINED"
         elif row["run_id"] + HEAL_SUFFIX in forks:
             status += " (healing)"
-        table.add_row(
-            row["run_id"], row["agent"], row["kind"], status, str(row["attempts"]),
-            str(row["consecutive_failures"]), _short(f"{error['code']}: {error['message']}") if error else "",
+        cells = (
+            row["run_id"], row["agent"], row["kind"], status, row["attempts"], row["consecutive_failures"],
+            _short(visible(f"{error['code']}: {error['message']}")) if error else "",
             row["next_attempt_at"] or "", row["lease_owner"] or "", row["updated_at"],
-            style="bold red" if row["quarantined"] else None,
         )
+        table.add_row(*(safe_text(cell) for cell in cells), style="bold red" if row["quarantined"] else None)
     console.print(table)
-    console.print(f"{len(rows)} unfinished run{'s' if len(rows) != 1 else ''} in {location}")
+    console.print(safe_text(f"{len(rows)} unfinished run{'s' if len(rows) != 1 else ''} in {location}"))
     quarantined = [row["run_id"] for row in rows if row["quarantined"]]
     if quarantined:
-        console.print(f"{len(quarantined)} quarantined (the recover loop no longer resumes them; a person decides): "
-                      f"lousho runs resume {quarantined[0]}", style="bold red")
+        console.print(safe_text(f"{len(quarantined)} quarantined (the recover loop no longer resumes them; a person "
+                                f"decides): lousho runs resume {quarantined[0]}", "bold red"))
 
 
 @click.command()
@@ -123,7 +124,7 @@ def outage(store_url: str, as_json: bool) -> None:
         state = store.get_outage()
     finally:
         store.close()
-    click.echo(json.dumps(outage_row(state), sort_keys=True, indent=2) if as_json else outage_line(state))
+    click.echo(json.dumps(outage_row(state), sort_keys=True, indent=2) if as_json else visible(outage_line(state)))
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lousho.observe.errors import TlsIncomplete, UnsafeBind
+from lousho.observe.errors import TlsIncomplete, TlsUnusable, UnsafeBind
 
 MIB = 1024 * 1024
 
@@ -48,11 +49,21 @@ class DaemonConfig:
             raise UnsafeBind(f"refusing to listen on {self.host} without a token")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise TlsIncomplete("--tls-cert and --tls-key go together")
+        if self.tls_cert is not None and self.tls_key is not None:
+            _check_tls(self.tls_cert, self.tls_key)
         return self
 
     @property
     def scheme(self) -> str:
         return "https" if self.tls_cert is not None else "http"
+
+
+def _check_tls(cert: Path, key: Path) -> None:
+    """Load the pair once before anything is bound or created, so a bad file is a usage error."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise TlsUnusable(f"cannot use {cert} with {key}: {e}") from None
 
 
 def is_loopback(host: str) -> bool:

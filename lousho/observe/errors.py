@@ -54,6 +54,11 @@ class TlsIncomplete(UsageError):
     hint = "pass both --tls-cert CERT.pem and --tls-key KEY.pem, or neither"
 
 
+class TlsUnusable(UsageError):
+    code = "LOUSHO_OBSERVE_TLS_FILES"
+    hint = "--tls-cert and --tls-key must be readable PEM files: a certificate and its private key"
+
+
 class TokenFileUnreadable(UsageError):
     code = "LOUSHO_OBSERVE_TOKEN_FILE"
     hint = "point --token-file at a readable file holding the token on one line"

@@ -128,3 +128,15 @@ def test_a_tls_cert_without_its_key_is_a_usage_error(tmp_path, certificate):
     assert "LOUSHO_OBSERVE_TLS_INCOMPLETE" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "o.duckdb").exists()
+
+
+@pytest.mark.system
+def test_an_unreadable_certificate_or_a_key_of_another_is_a_usage_error(tmp_path, certificate):
+    cert, _ = certificate
+    for key in (tmp_path / "missing.pem", cert):
+        done = _lousho("observe", "--db", str(tmp_path / "o.duckdb"), "--port", "0", "--grpc-port", "-1",
+                       "--tls-cert", str(cert), "--tls-key", str(key))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "LOUSHO_OBSERVE_TLS_FILES" in done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "o.duckdb").exists()

@@ -222,3 +222,24 @@ def test_sigterm_with_a_body_held_open_exits_zero_within_the_deadline_and_keeps_
         assert con.execute("SELECT count(*) FROM spans").fetchone() == (200,)
     finally:
         con.close()
+
+
+def test_bodies_being_read_share_the_writers_byte_budget(tmp_path):
+    from lousho.observe.metrics import Metrics
+    from lousho.observe.store import SpanStore
+    from lousho.observe.writer import Writer
+
+    store = SpanStore(tmp_path / "o.duckdb")
+    writer = Writer(store, Metrics(), capacity_bytes=100)
+    try:
+        assert writer.reserve(60)
+        assert writer.reserve(90, held=60)  # alone, one body may pass the budget
+        assert not writer.reserve(1)  # anyone else is refused meanwhile
+        assert not writer.has_room(1)  # and so are requests for the queue
+        writer.release(150)
+        assert writer.reserve(100) and not writer.reserve(1, held=0)
+        writer.release(100)
+        assert writer.has_room(100)
+    finally:
+        writer.close()
+        store.close()

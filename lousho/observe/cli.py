@@ -8,11 +8,13 @@ from typing import Any
 
 import click
 import polars as pl
+from click.core import ParameterSource
 from rich.tree import Tree
 
+from lousho.errors import UsageError
 from lousho.observe.client import DaemonClient, StoreClient, connect
 from lousho.observe.config import MIB, DaemonConfig
-from lousho.observe.errors import DaemonUnreachable, RunNotFound
+from lousho.observe.errors import DaemonUnreachable, RunNotFound, TokenFileUnreadable
 from lousho.observe.render import print_frame, table_console
 from lousho.observe.runs_view import newest_runs_queries, runs_select
 from lousho.observe.safe_text import safe_text
@@ -30,7 +32,23 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
 @click.option("--grpc-port", type=int, default=4317, show_default=True,
               help="OTLP/gRPC port; -1 to disable.")
 @click.option("--token", envvar="LOUSHO_TOKEN", default=None,
-              help="Bearer token every endpoint but /healthz requires [env LOUSHO_TOKEN].")
+              help="Bearer token every endpoint but /healthz requires [env LOUSHO_TOKEN]; prefer "
+                   "--token-file or the variable: a flag shows in the process list.")
+@click.option("--token-file", type=click.Path(path_type=Path), default=None,
+              help="Read the bearer token from this file (one line) at start.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Beyond loopback: a Host name clients use to reach the daemon (any port); requests "
+                   "under other names get 403. Repeatable; none: any name.")
+@click.option("--tls-cert", type=click.Path(path_type=Path), default=None,
+              help="PEM certificate: serve HTTPS and gRPC over TLS (with --tls-key).")
+@click.option("--tls-key", type=click.Path(path_type=Path), default=None,
+              help="PEM private key of --tls-cert.")
+@click.option("--header-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds a client has to send a request's headers before it is disconnected.")
+@click.option("--body-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds a client has to send a request's body (408 after).")
+@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=15.0, show_default=True,
+              help="On SIGTERM, seconds requests in flight get to finish before they are cancelled.")
 @click.option("--max-body-mib", type=int, default=64, show_default=True,
               help="Request body limit, after decompression (413 above it).")
 @click.option("--queue-mib", type=float, default=256, show_default=True,
@@ -50,7 +68,9 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
 @click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
               help="`off` stops the regression trigger from starting cycles [env LOUSHO_IMPROVE].")
 def observe(
-    db: Path, host: str, port: int, grpc_port: int, token: str | None, max_body_mib: int,
+    db: Path, host: str, port: int, grpc_port: int, token: str | None, token_file: Path | None,
+    allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
+    header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
     queue_mib: float, sql_timeout: float, commit_delay: float, agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str,
 ) -> None:
@@ -64,7 +84,10 @@ def observe(
                             improve_off=improve_switch.strip().lower() == "off")
     config = DaemonConfig(
         db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
-        token=token, max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
+        token=_token(token, token_file), allowed_hosts=allowed_hosts,
+        tls_cert=tls_cert, tls_key=tls_key, header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
+        max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         sql_timeout_s=sql_timeout, commit_delay_s=commit_delay,
         # Absolute: the page reads it on request, whatever the working directory is then.
         recover_store=parse_store_url(recover_store).resolve() if recover_store else None,
@@ -73,8 +96,18 @@ def observe(
 
 
 def target_options(fn: Any) -> Any:
+    # --token-file and --ca-cert reach open_store through the click context, so the commands that
+    # use these options keep their signatures.
+    fn = click.option("--ca-cert", type=click.Path(path_type=Path), envvar="LOUSHO_CA_CERT",
+                      default=None, expose_value=False, callback=_remember,
+                      help="Trust this PEM certificate for an https --url (a self-signed daemon) "
+                           "[env LOUSHO_CA_CERT].")(fn)
+    fn = click.option("--token-file", type=click.Path(path_type=Path), default=None,
+                      expose_value=False, callback=_remember,
+                      help="Read the daemon's bearer token from this file (one line).")(fn)
     fn = click.option("--token", envvar="LOUSHO_TOKEN", default=None,
-                      help="The daemon's bearer token [env LOUSHO_TOKEN].")(fn)
+                      help="The daemon's bearer token [env LOUSHO_TOKEN]; prefer the variable or "
+                           "--token-file: a flag shows in the process list.")(fn)
     fn = click.option("--db", type=click.Path(path_type=Path), envvar="LOUSHO_DB", default=None,
                       help="Read this store file directly (read-only) [env LOUSHO_DB].")(fn)
     fn = click.option("--url", envvar="LOUSHO_URL", default=None,
@@ -82,14 +115,46 @@ def target_options(fn: Any) -> Any:
     return fn
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta[f"lousho.observe.{param.name}"] = value
+    return value
+
+
+def _token(token: str | None, token_file: Path | None) -> str | None:
+    """The token from --token-file, else from --token or LOUSHO_TOKEN; a file and a flag together
+    are a usage error (which one was meant?)."""
+    if token_file is None:
+        return token
+    ctx = click.get_current_context(silent=True)
+    if token and ctx is not None and ctx.get_parameter_source("token") is ParameterSource.COMMANDLINE:
+        raise UsageError("give --token or --token-file, not both", code="LOUSHO_OBSERVE_TOKEN_TWICE",
+                         hint="keep --token-file (a flag shows in the process list)")
+    return read_token_file(token_file)
+
+
+def read_token_file(path: Path) -> str:
+    """The token in ``path``: read once, the trailing newline stripped; missing or empty refused."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokenFileUnreadable(f"cannot read the token file {path}: {e}") from None
+    token = text.rstrip("\r\n")
+    if not token.strip():
+        raise TokenFileUnreadable(f"the token file {path} is empty")
+    return token
+
+
 def open_store(url: str | None, db: Path | None, token: str | None) -> StoreClient:
     """The daemon when it answers; else the default store file, read-only."""
     if url and db:
         raise click.UsageError("give --url or --db, not both")
+    meta = click.get_current_context().meta if click.get_current_context(silent=True) else {}
+    token = _token(token, meta.get("lousho.observe.token_file"))
+    ca_cert = meta.get("lousho.observe.ca_cert")
     if db is not None:
         return connect(db)
     if url is not None:
-        return connect(url, token=token)
+        return connect(url, token=token, ca_cert=ca_cert)
     client = DaemonClient(DEFAULT_URL, token=token)
     if client.healthy():
         return client

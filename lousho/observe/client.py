@@ -7,6 +7,7 @@ when it does not run, the file can be opened read-only directly. Both give Polar
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,6 +19,7 @@ import pyarrow as pa
 
 from lousho.observe import sql as sql_api
 from lousho.observe.errors import (
+    BadCaCert,
     DaemonUnreachable,
     ObserveError,
     SqlFailed,
@@ -50,10 +52,16 @@ class StoreClient(Protocol):
 
 
 class DaemonClient:
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 120.0) -> None:
+    def __init__(
+        self, url: str, *, token: str | None = None, timeout: float = 120.0,
+        ca_cert: Path | None = None,
+    ) -> None:
+        """``ca_cert``: a PEM certificate to trust for an https ``url`` (a daemon with a
+        self-signed one); without it, the system's trust store."""
         self.target = url.rstrip("/")
         self._token = token
         self._timeout = timeout
+        self._ssl = _ssl_context(ca_cert) if url.startswith("https://") else None
 
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
         body = json.dumps({"query": query, "params": params or []}, default=str).encode()
@@ -67,7 +75,7 @@ class DaemonClient:
             f"{self.target}/v1/sql", data=body, headers=headers, method="POST"
         )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+            with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as response:
                 payload = response.read()
         except urllib.error.HTTPError as e:
             raise _http_error(e) from None
@@ -79,7 +87,7 @@ class DaemonClient:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.target}/healthz", timeout=2) as response:
+            with urllib.request.urlopen(f"{self.target}/healthz", timeout=2, context=self._ssl) as response:
                 return response.status == 200
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
@@ -100,12 +108,21 @@ class FileClient:
         self._con.close()
 
 
-def connect(target: str | Path, *, token: str | None = None) -> StoreClient:
+def connect(
+    target: str | Path, *, token: str | None = None, ca_cert: Path | None = None
+) -> StoreClient:
     """A client for ``http(s)://host:port`` (the daemon) or a path to a store file."""
     text = str(target)
     if text.startswith(("http://", "https://")):
-        return DaemonClient(text, token=token)
+        return DaemonClient(text, token=token, ca_cert=ca_cert)
     return FileClient(Path(text))
+
+
+def _ssl_context(ca_cert: Path | None) -> ssl.SSLContext:
+    try:
+        return ssl.create_default_context(cafile=str(ca_cert) if ca_cert is not None else None)
+    except (OSError, ssl.SSLError) as e:
+        raise BadCaCert(f"cannot load the CA certificate {ca_cert}: {e}") from None
 
 
 def sql_api_arrow_type() -> str:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lousho.observe.errors import UnsafeBind
+from lousho.observe.errors import TlsIncomplete, TlsUnusable, UnsafeBind
 
 MIB = 1024 * 1024
 
@@ -30,16 +31,44 @@ class DaemonConfig:
     commit_delay_s: float = 0.0
     # The recover part's SQLite run store the page shows (pending, quarantined, outage); None: not shown.
     recover_store: Path | None = None
+    # Slow clients: a connection must send its whole request head within header_timeout_s and its
+    # whole body within body_timeout_s; SIGTERM cancels requests still running after shutdown_timeout_s.
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    shutdown_timeout_s: float = 15.0
+    # Beyond loopback, the Host names (any port) requests may carry; empty: any (the token guards).
+    # On a loopback bind only loopback names are accepted, whatever this says (DNS rebinding).
+    allowed_hosts: tuple[str, ...] = ()
+    # PEM files; both or neither. With them HTTP is HTTPS and gRPC uses TLS.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
 
     def validate(self) -> DaemonConfig:
         """Refuse to listen beyond loopback without a token: anyone on the network could read."""
         if not self.token and not is_loopback(self.host):
             raise UnsafeBind(f"refusing to listen on {self.host} without a token")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise TlsIncomplete("--tls-cert and --tls-key go together")
+        if self.tls_cert is not None and self.tls_key is not None:
+            _check_tls(self.tls_cert, self.tls_key)
         return self
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert is not None else "http"
+
+
+def _check_tls(cert: Path, key: Path) -> None:
+    """Load the pair once before anything is bound or created, so a bad file is a usage error."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise TlsUnusable(f"cannot use {cert} with {key}: {e}") from None
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    """Whether ``host`` (a name or address, without port or brackets) names this machine only."""
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -1,7 +1,8 @@
 """Run the observe daemon: store, writer, OTLP/HTTP + SQL on one port, OTLP/gRPC on another.
 
-SIGTERM or SIGINT: stop listening, let requests in flight finish (they wait for their commit),
-commit whatever is queued, checkpoint DuckDB, exit 0.
+SIGTERM or SIGINT: stop listening, let requests in flight finish (they wait for their commit) for up
+to the shutdown timeout, then cancel the rest (a client still sending its body gets no answer; it was
+never acked), commit whatever is queued, checkpoint DuckDB, exit 0.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import uvicorn
 from lousho.observe.config import DaemonConfig
 from lousho.observe.grpc_server import start_grpc
 from lousho.observe.http_app import build_app
+from lousho.observe.http_protocol import protocol_with_header_timeout
 from lousho.observe.metrics import Metrics
 from lousho.observe.store import SpanStore
 from lousho.observe.trigger import Trigger, TriggerConfig
@@ -37,7 +39,7 @@ class Listening:
     def line(self, config: DaemonConfig) -> str:
         grpc_part = f" grpc={config.host}:{self.grpc_port}" if self.grpc_port else ""
         return (
-            f"lousho observe ready http=http://{_url_host(config.host)}:{self.http_port}"
+            f"lousho observe ready http={config.scheme}://{_url_host(config.host)}:{self.http_port}"
             f"{grpc_part} db={config.db}"
         )
 
@@ -58,7 +60,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     try:
         if trigger is not None and trigger.agents:
             # The cycle reads this daemon: its failed runs become cases and its monitor reads live runs.
-            url = f"http://{_url_host(config.host)}:{sock.getsockname()[1]}"
+            url = f"{config.scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
             watcher = Trigger(dataclasses.replace(trigger, observe_url=url, observe_token=config.token), store.reader,
                               sql_timeout_s=config.sql_timeout_s)
             watcher.start()
@@ -68,11 +70,18 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         server = _Server(
             uvicorn.Config(
                 app,
+                http=protocol_with_header_timeout(config.header_timeout_s),
                 log_level="warning",
                 lifespan="off",
                 access_log=False,
                 timeout_keep_alive=30,
-                limit_concurrency=1024,
+                # No limit_concurrency: uvicorn counts open connections, idle ones included, so a
+                # thousand idle sockets made every request 503, /healthz too. Connections are bounded
+                # by the header and body timeouts, request memory by the writer's byte budget.
+                limit_concurrency=None,
+                timeout_graceful_shutdown=config.shutdown_timeout_s,  # type: ignore[arg-type]
+                ssl_certfile=config.tls_cert,
+                ssl_keyfile=config.tls_key,
             )
         )
         listening = Listening(sock.getsockname()[1], grpc_port)
@@ -86,7 +95,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             watcher.stop()
         if grpc_server is not None:
             # In-flight exports finish (the writer still runs); new ones are refused.
-            grpc_server.stop(grace=10).wait()
+            grpc_server.stop(grace=config.shutdown_timeout_s).wait()
         writer.close()
         store.checkpoint()
         store.close()

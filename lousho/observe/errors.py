@@ -49,6 +49,26 @@ class UnsafeBind(UsageError):
     hint = "pass --token T (clients then send `Authorization: Bearer T`), or bind 127.0.0.1"
 
 
+class TlsIncomplete(UsageError):
+    code = "LOUSHO_OBSERVE_TLS_INCOMPLETE"
+    hint = "pass both --tls-cert CERT.pem and --tls-key KEY.pem, or neither"
+
+
+class TlsUnusable(UsageError):
+    code = "LOUSHO_OBSERVE_TLS_FILES"
+    hint = "--tls-cert and --tls-key must be readable PEM files: a certificate and its private key"
+
+
+class TokenFileUnreadable(UsageError):
+    code = "LOUSHO_OBSERVE_TOKEN_FILE"
+    hint = "point --token-file at a readable file holding the token on one line"
+
+
+class BadCaCert(UsageError):
+    code = "LOUSHO_OBSERVE_CA_CERT"
+    hint = "point --ca-cert (or LOUSHO_CA_CERT) at the daemon's PEM certificate"
+
+
 class RunNotFound(ObserveError):
     code = "LOUSHO_RUN_NOT_FOUND"
     hint = "`lousho runs` lists the run ids the store has"

@@ -6,7 +6,6 @@ a malformed request INVALID_ARGUMENT, malformed spans a partial success.
 
 from __future__ import annotations
 
-import hmac
 from concurrent import futures
 
 import grpc
@@ -15,6 +14,7 @@ from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from lousho.observe.config import DaemonConfig
+from lousho.observe.http_layers import bearer_matches
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import decode_request
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
@@ -25,7 +25,7 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         self._config = config
         self._writer = writer
         self._metrics = metrics
-        self._expected = f"Bearer {config.token}".encode() if config.token else None
+        self._expected = config.token.encode() if config.token else None
 
     def Export(  # noqa: N802 - the generated service's method name
         self,
@@ -33,8 +33,8 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         context: grpc.ServicerContext,
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         if self._expected is not None:
-            given = dict(context.invocation_metadata()).get("authorization", "")
-            if not hmac.compare_digest(str(given).encode(), self._expected):
+            given = dict(context.invocation_metadata()).get("authorization")
+            if not bearer_matches(str(given) if given is not None else None, self._expected):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         nbytes = request.ByteSize()
         if not self._writer.has_room(nbytes):
@@ -77,7 +77,14 @@ def start_grpc(config: DaemonConfig, writer: Writer, metrics: Metrics) -> tuple[
         _TraceService(config, writer, metrics), server
     )
     host = config.host if ":" not in config.host else f"[{config.host}]"
-    port = server.add_insecure_port(f"{host}:{config.grpc_port}")
+    address = f"{host}:{config.grpc_port}"
+    if config.tls_cert is not None and config.tls_key is not None:
+        credentials = grpc.ssl_server_credentials(
+            [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
+        )
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot bind gRPC on {config.host}:{config.grpc_port}")
     server.start()

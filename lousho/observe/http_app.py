@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
 from lousho.observe.errors import ObserveError
+from lousho.observe.http_guard import HostGuard
 from lousho.observe.http_layers import (
     GRPC_INTERNAL,
     GRPC_UNAVAILABLE,
@@ -134,10 +135,13 @@ def build_app(
         Route("/metrics", metrics_route, methods=["GET"]),
     ]
     app: ASGIApp = Starlette(routes=routes)
-    app = BodyLimit(app, config.max_body_bytes)
+    app = BodyLimit(app, config.max_body_bytes, budget=writer, timeout_s=config.body_timeout_s,
+                    retry_after_s=config.retry_after_s,
+                    on_refused=lambda: metrics.add(requests_refused_full=1))
     page = build_page(reader_factory, token=config.token, agents_registered=agents,
                       recover_store=config.recover_store, sql_timeout_s=config.sql_timeout_s)
-    return mount(BearerToken(app, config.token), page)
+    return HostGuard(mount(BearerToken(app, config.token), page), bind_host=config.host,
+                     allowed_hosts=config.allowed_hosts)
 
 
 def _export_response(base_type: str, decoded: Decoded) -> Response:

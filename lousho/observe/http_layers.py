@@ -7,10 +7,13 @@ request's encoding (OTLP/HTTP "Failures"); the rest answer JSON.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import time
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from google.protobuf import json_format
 from google.rpc import status_pb2
@@ -77,7 +80,7 @@ class BearerToken:
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode() if token else None
+        self._expected = token.encode() if token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -87,16 +90,33 @@ class BearerToken:
         ):
             await self.app(scope, receive, send)
             return
-        given = _headers(scope).get("authorization", "").encode()
-        if not hmac.compare_digest(given, self._expected):
+        if not bearer_matches(header(scope, b"authorization"), self._expected):
             await send_error(
                 send, scope, 401, "LOUSHO_OBSERVE_UNAUTHORIZED",
                 "missing or wrong bearer token",
-                "send `Authorization: Bearer <token>` with the daemon's --token",
+                "send `Authorization: Bearer <token>` with the daemon's token",
                 GRPC_UNAUTHENTICATED, [(b"www-authenticate", b"Bearer")],
             )
             return
         await self.app(scope, receive, send)
+
+
+def bearer_matches(authorization: str | None, expected: bytes) -> bool:
+    """Whether an ``Authorization`` value is ``Bearer <expected>``. The scheme is case-insensitive
+    (RFC 7235 §2.1); the token is compared in constant time."""
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    is_bearer = scheme.lower() == "bearer"
+    # Compared even when the scheme is wrong, so the timing says nothing about the token.
+    same = hmac.compare_digest(given.strip().encode("latin-1", "replace"), expected)
+    return is_bearer and same
+
+
+class BodyBudget(Protocol):
+    """Bytes of bodies in memory, shared with the writer's admission queue (``Writer``)."""
+
+    def reserve(self, nbytes: int, held: int = 0) -> bool: ...
+
+    def release(self, nbytes: int) -> None: ...
 
 
 class BodyLimit:
@@ -105,11 +125,29 @@ class BodyLimit:
     The limit holds after decompression (OTLP: "including after decompression"), and inflating
     stops as soon as it is passed, so a gzip bomb costs at most ``limit`` bytes of memory. The app
     below sees the plain body and no Content-Encoding.
+
+    Against slow or stalled uploads: the body must arrive within ``timeout_s`` (408), and the bytes
+    buffered so far are reserved in ``budget`` as they arrive, so that many uploads at once get 503 +
+    Retry-After when the budget is spent instead of each holding up to ``limit``. The reservation is
+    released when the body is handed on: from there the writer's admission check counts it.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int,
+        *,
+        budget: BodyBudget | None = None,
+        timeout_s: float | None = None,
+        retry_after_s: int = 1,
+        on_refused: Callable[[], None] | None = None,
+    ) -> None:
         self.app = app
         self.limit = limit
+        self._budget = budget
+        self._timeout_s = timeout_s
+        self._retry_after_s = retry_after_s
+        self._on_refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT"):
@@ -128,49 +166,15 @@ class BodyLimit:
         if declared.isdigit() and int(declared) > self.limit:
             await self._too_large(scope, send)
             return
-        inflater = None
-        if encoding in ("gzip", "x-gzip"):
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            inflater = zlib.decompressobj()
-        chunks: list[bytes] = []
-        size = 0
-        raw = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            raw += len(chunk)
-            if raw > self.limit:
-                await self._too_large(scope, send)
-                return
-            if inflater is not None and chunk:
-                try:
-                    produced, size = _inflate(inflater, chunk, size, self.limit)
-                except zlib.error as e:
-                    await send_error(
-                        send, scope, 400, "LOUSHO_OBSERVE_BAD_ENCODING",
-                        f"the body is not valid {encoding}: {e}",
-                    )
-                    return
-                if produced is None:
-                    await self._too_large(scope, send)
-                    return
-                chunks.extend(produced)
-            elif chunk:
-                size += len(chunk)
-                chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        if inflater is not None and not inflater.eof and raw:
-            await send_error(
-                send, scope, 400, "LOUSHO_OBSERVE_BAD_ENCODING",
-                f"the {encoding} body is truncated",
-            )
+        reading = _Reading(self._budget)
+        try:
+            raw = await self._read(scope, receive, send, encoding, reading)
+        finally:
+            reading.release()
+        if raw is None:
             return
-        body = b"".join(chunks)
-        chunks.clear()
+        body = b"".join(reading.chunks)
+        reading.chunks.clear()
         scope = dict(scope)
         scope["headers"] = [
             (k, v) for k, v in scope["headers"]
@@ -188,12 +192,113 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
+    async def _read(
+        self, scope: Scope, receive: Receive, send: Send, encoding: str, reading: _Reading
+    ) -> int | None:
+        """Read the body into ``reading.chunks``; the wire byte count, or None once answered."""
+        inflater = None
+        if encoding in ("gzip", "x-gzip"):
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            inflater = zlib.decompressobj()
+        deadline = None if self._timeout_s is None else time.monotonic() + self._timeout_s
+        size = 0
+        raw = 0
+        while True:
+            try:
+                message = await _receive_by(receive, deadline)
+            except TimeoutError:
+                await send_error(
+                    send, scope, 408, "LOUSHO_OBSERVE_BODY_TIMEOUT",
+                    f"the body did not arrive within {self._timeout_s:g} s",
+                    "send the whole request at once; the daemon's --body-timeout sets the limit",
+                    GRPC_UNAVAILABLE, [(b"connection", b"close")],
+                )
+                return None
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            raw += len(chunk)
+            if raw > self.limit:
+                await self._too_large(scope, send)
+                return None
+            produced: list[bytes] | None = [chunk] if chunk else []
+            if inflater is not None and chunk:
+                try:
+                    produced, size = _inflate(inflater, chunk, size, self.limit)
+                except zlib.error as e:
+                    await send_error(
+                        send, scope, 400, "LOUSHO_OBSERVE_BAD_ENCODING",
+                        f"the body is not valid {encoding}: {e}",
+                    )
+                    return None
+                if produced is None:
+                    await self._too_large(scope, send)
+                    return None
+            elif chunk:
+                size += len(chunk)
+            assert produced is not None
+            if not reading.take(produced):
+                await self._busy(scope, send)
+                return None
+            if not message.get("more_body", False):
+                break
+        if inflater is not None and not inflater.eof and raw:
+            await send_error(
+                send, scope, 400, "LOUSHO_OBSERVE_BAD_ENCODING",
+                f"the {encoding} body is truncated",
+            )
+            return None
+        return raw
+
+    async def _busy(self, scope: Scope, send: Send) -> None:
+        if self._on_refused is not None:
+            self._on_refused()
+        await send_error(
+            send, scope, 503, "LOUSHO_OBSERVE_BUSY",
+            "the daemon's byte budget for bodies and queued requests is spent",
+            "retry after the Retry-After delay", GRPC_UNAVAILABLE,
+            [(b"retry-after", str(self._retry_after_s).encode()), (b"connection", b"close")],
+        )
+
     async def _too_large(self, scope: Scope, send: Send) -> None:
         await send_error(
             send, scope, 413, "LOUSHO_OBSERVE_TOO_LARGE",
             f"the body is over the {self.limit} byte limit (after decompression)",
             "send smaller batches (the OTel SDK's default batch of 512 spans is far below it)",
         )
+
+
+class _Reading:
+    """The chunks of one body being read, and the bytes of them reserved in the budget."""
+
+    def __init__(self, budget: BodyBudget | None) -> None:
+        self.chunks: list[bytes] = []
+        self._budget = budget
+        self._held = 0
+
+    def take(self, pieces: list[bytes]) -> bool:
+        nbytes = sum(len(p) for p in pieces)
+        if self._budget is not None and nbytes:
+            if not self._budget.reserve(nbytes, self._held):
+                return False
+            self._held += nbytes
+        self.chunks.extend(pieces)
+        return True
+
+    def release(self) -> None:
+        if self._budget is not None and self._held:
+            self._budget.release(self._held)
+            self._held = 0
+
+
+async def _receive_by(receive: Receive, deadline: float | None) -> Message:
+    if deadline is None:
+        return await receive()
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError
+    return await asyncio.wait_for(receive(), remaining)
 
 
 def _inflate(
@@ -211,6 +316,14 @@ def _inflate(
         out.append(piece)
         data = inflater.unconsumed_tail
     return out, size
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header ``name`` (lowercase), or None."""
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _headers(scope: Scope) -> dict[str, str]:

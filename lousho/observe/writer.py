@@ -67,6 +67,8 @@ class Writer:
         self._commit_delay = commit_delay
         self._queue: deque[_Item] = deque()
         self._queued_bytes = 0
+        # Bytes of request bodies being read or inflated (BodyLimit): not queued yet, but in memory.
+        self._reserved_bytes = 0
         self._cond = threading.Condition()
         self._closing = False
         self._since_checkpoint = 0  # bytes committed since the last checkpoint
@@ -99,10 +101,31 @@ class Writer:
             self._cond.notify()
         return future
 
+    def reserve(self, nbytes: int, held: int = 0) -> bool:
+        """Count ``nbytes`` more of a body being read against the queue's byte budget.
+
+        ``held``: what the caller has already reserved for the same body. A body is never refused
+        while it is the only thing holding the budget (as ``_fits`` admits a lone request), so one
+        upload larger than the budget still gets through. Returns False, reserving nothing, when the
+        bytes do not fit: the caller answers 503 and releases ``held``.
+        """
+        with self._cond:
+            in_use = self._queued_bytes + self._reserved_bytes
+            if self._closing or (in_use - held > 0 and in_use + nbytes > self._capacity):
+                return False
+            self._reserved_bytes += nbytes
+            return True
+
+    def release(self, nbytes: int) -> None:
+        """Give back bytes taken by ``reserve`` (the body was handed on, refused or dropped)."""
+        with self._cond:
+            self._reserved_bytes -= nbytes
+
     def _fits(self, nbytes: int) -> bool:
         # An empty queue admits any request (each is already capped by the body limit), so a
         # request larger than the queue is not refused forever.
-        return self._queued_bytes == 0 or self._queued_bytes + nbytes <= self._capacity
+        in_use = self._queued_bytes + self._reserved_bytes
+        return in_use == 0 or in_use + nbytes <= self._capacity
 
     def close(self, timeout: float | None = None) -> None:
         """Refuse new requests, commit everything queued, stop the thread."""

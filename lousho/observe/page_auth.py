@@ -23,6 +23,8 @@ import urllib.parse
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lousho.observe.http_layers import bearer_matches
+
 COOKIE = "lousho_page"
 _COOKIE_CONTEXT = b"lousho observe page cookie v1"
 
@@ -72,7 +74,6 @@ class PageToken:
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
-        self._bearer = f"Bearer {token}".encode() if token else None
         self._token = token.encode() if token else None
         self._cookie = cookie_value(token).encode() if token else None
 
@@ -81,7 +82,7 @@ class PageToken:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if hmac.compare_digest(headers.get("authorization", "").encode(), self._bearer or b""):
+        if bearer_matches(headers.get("authorization"), self._token):
             await self.app(scope, receive, send)
             return
         query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from daemon_support import post
+from daemon_support import get, post
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from otlp_bodies import chat_span, new_ids, request
 
@@ -60,6 +60,9 @@ def test_the_bearer_scheme_is_case_insensitive_on_http(guarded, scheme):
     assert reply.status == 200, reply.body
     assert post(guarded.url, "/v1/sql", QUERY, "application/json",
                 authorization=f"{scheme} wrong").status == 401
+    # The page takes the same header as the API.
+    assert get(guarded.url, "/", authorization=f"{scheme} {TOKEN}").status == 200
+    assert get(guarded.url, "/", authorization=f"{scheme} wrong").status == 401
 
 
 @pytest.mark.system

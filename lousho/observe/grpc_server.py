@@ -40,7 +40,7 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         if not self._writer.has_room(nbytes):
             self._refuse(context)
         decoded = decode_request(request)
-        self._metrics.add(spans_rejected=decoded.rejected)
+        self._metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
             future = self._writer.submit(decoded, nbytes)
         except (QueueFull, ShuttingDown):

@@ -70,7 +70,7 @@ def build_app(
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
-        metrics.add(spans_rejected=decoded.rejected)
+        metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
             future = writer.submit(decoded, len(body))
         except (QueueFull, ShuttingDown):

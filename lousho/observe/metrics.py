@@ -13,6 +13,7 @@ class Metrics:
     spans_accepted: int = 0
     spans_rejected: int = 0
     spans_duplicate: int = 0
+    values_nulled: int = 0
     requests_refused_full: int = 0
     requests_bad: int = 0
     commits: int = 0
@@ -43,6 +44,9 @@ class Metrics:
                  self.spans_rejected),
                 ("lousho_spans_duplicate_total", "counter", "spans already stored",
                  self.spans_duplicate),
+                ("lousho_values_nulled_total", "counter",
+                 "promoted values their column cannot hold, stored as NULL (raw attributes keep them)",
+                 self.values_nulled),
                 ("lousho_requests_refused_full_total", "counter",
                  "requests refused because the admission queue was full",
                  self.requests_refused_full),

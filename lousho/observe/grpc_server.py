@@ -7,6 +7,7 @@ a malformed request INVALID_ARGUMENT, malformed spans a partial success.
 from __future__ import annotations
 
 import hmac
+import socket
 from concurrent import futures
 
 import grpc
@@ -15,6 +16,7 @@ from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from lousho.observe.config import DaemonConfig
+from lousho.observe.errors import bind_error
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import decode_request
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
@@ -63,6 +65,20 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         context.abort(grpc.StatusCode.UNAVAILABLE, "the admission queue is full; retry later")
 
 
+def _check_free(host: str, port: int | None) -> None:
+    """Bind the port once ourselves: grpc reports a busy port only after logging its own line to stderr."""
+    if not port:
+        return
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+    except OSError as e:
+        raise bind_error("gRPC", host, port, e) from None
+    finally:
+        probe.close()
+
+
 def start_grpc(config: DaemonConfig, writer: Writer, metrics: Metrics) -> tuple[grpc.Server, int]:
     """Start the gRPC listener; returns the server and the port it bound (for port 0)."""
     server = grpc.server(
@@ -77,8 +93,12 @@ def start_grpc(config: DaemonConfig, writer: Writer, metrics: Metrics) -> tuple[
         _TraceService(config, writer, metrics), server
     )
     host = config.host if ":" not in config.host else f"[{config.host}]"
-    port = server.add_insecure_port(f"{host}:{config.grpc_port}")
+    _check_free(config.host, config.grpc_port)
+    try:
+        port = server.add_insecure_port(f"{host}:{config.grpc_port}")
+    except RuntimeError as e:  # grpc's "Failed to bind to address"
+        raise bind_error("gRPC", config.host, config.grpc_port, OSError(str(e))) from None
     if port == 0:
-        raise OSError(f"cannot bind gRPC on {config.host}:{config.grpc_port}")
+        raise bind_error("gRPC", config.host, config.grpc_port, OSError("no address bound"))
     server.start()
     return server, port

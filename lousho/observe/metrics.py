@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from lousho.observe.errors import StoreCorrupt
+
 
 @dataclass
 class Metrics:
@@ -23,12 +25,19 @@ class Metrics:
     checkpoint_seconds_sum: float = 0.0
     queue_bytes: int = 0
     queue_capacity_bytes: int = 0
+    # Set once the store is found damaged: /healthz answers 503 with it from then on.
+    store_damage: StoreCorrupt | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **deltas: float) -> None:
         with self._lock:
             for name, delta in deltas.items():
                 setattr(self, name, getattr(self, name) + delta)
+
+    def mark_store_damaged(self, error: StoreCorrupt) -> None:
+        with self._lock:
+            if self.store_damage is None:
+                self.store_damage = error
 
     def observe_commit(self, seconds: float) -> None:
         with self._lock:
@@ -62,6 +71,8 @@ class Metrics:
                 ("lousho_queue_bytes", "gauge", "bytes waiting for the writer", self.queue_bytes),
                 ("lousho_queue_capacity_bytes", "gauge", "admission queue capacity",
                  self.queue_capacity_bytes),
+                ("lousho_store_corrupt", "gauge", "1 once the store file was found damaged",
+                 int(self.store_damage is not None)),
             ]
         lines = []
         for name, kind, help_text, value in rows:

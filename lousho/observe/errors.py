@@ -67,7 +67,6 @@ class StoreLocked(ObserveError):
     """Another process (a running daemon) holds the store file's write lock."""
 
     code = "LOUSHO_STORE_LOCKED"
-    retryable = True
     hint = "a daemon already owns this file; use --url http://HOST:PORT of that daemon (default http://127.0.0.1:4318)"
 
 

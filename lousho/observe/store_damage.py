@@ -16,6 +16,7 @@ written at many offsets):
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -77,7 +78,9 @@ def open_error(path: Path, error: duckdb.Error) -> ObserveError:
     text = str(error)
     low = text.lower()
     if "could not set lock" in low or "conflicting lock" in low:
-        return StoreLocked(f"the store {path} is in use by another process: {_first_line(error)}")
+        holder = re.search(r"\(PID (\d+)\)", text)
+        who = f"process {holder.group(1)}" if holder else "another process"
+        return StoreLocked(f"the store {path} is open for writing in {who}")
     if "not a valid duckdb database file" in low:
         return StoreNotDuckDB(
             f"{path} is not a DuckDB store (or its header is damaged)",

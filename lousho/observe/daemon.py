@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from lousho.observe.config import DaemonConfig
+from lousho.observe.errors import bind_error
 from lousho.observe.grpc_server import start_grpc
 from lousho.observe.http_app import build_app
 from lousho.observe.http_protocol import protocol_with_header_timeout
@@ -49,7 +50,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     With registered agents in ``trigger``, the regression trigger watches them meanwhile."""
     config.validate()
     metrics = Metrics()
-    store = SpanStore(config.db)
+    store = SpanStore(config.db, on_damage=metrics.mark_store_damaged)
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s
     )
@@ -139,8 +140,12 @@ def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError as e:
+        sock.close()
+        raise bind_error("HTTP", host, port, e) from None
     sock.set_inheritable(True)
     return sock
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from lousho.errors import LoushoError, UsageError
 
 
@@ -72,3 +74,50 @@ class BadCaCert(UsageError):
 class RunNotFound(ObserveError):
     code = "LOUSHO_RUN_NOT_FOUND"
     hint = "`lousho runs` lists the run ids the store has"
+
+
+class StoreCorrupt(ObserveError):
+    """The store file is damaged (truncated, overwritten): DuckDB's block checksums or reads fail."""
+
+    code = "LOUSHO_STORE_CORRUPT"
+    hint = "move the store file aside (or restore a backup) and start again; a new store is created"
+
+
+class StoreLocked(ObserveError):
+    """Another process (a running daemon) holds the store file's write lock."""
+
+    code = "LOUSHO_STORE_LOCKED"
+    hint = "a daemon already owns this file; use --url http://HOST:PORT of that daemon (default http://127.0.0.1:4318)"
+
+
+class StoreNotDuckDB(ObserveError):
+    """The path holds a file that is not a DuckDB store (text, SQLite, an empty file)."""
+
+    code = "LOUSHO_STORE_NOT_DUCKDB"
+    hint = "pass the path of a lousho store, or a path that does not exist yet to create one"
+
+
+class StoreUnwritable(ObserveError):
+    """The store's directory cannot be created, or the file cannot be opened, for lack of rights."""
+
+    code = "LOUSHO_STORE_UNWRITABLE"
+    hint = "pass a --db in a directory this user can write, or fix the directory's permissions"
+
+
+class StoreOpenFailed(ObserveError):
+    code = "LOUSHO_STORE_OPEN_FAILED"
+    hint = "the message has DuckDB's reason; check the --db path"
+
+
+class PortInUse(ObserveError):
+    code = "LOUSHO_OBSERVE_PORT_IN_USE"
+    hint = "another process listens there: stop it, or pass another --port / --grpc-port (0 picks a free one)"
+
+
+def bind_error(what: str, host: str, port: int, error: OSError) -> ObserveError:
+    """The coded error for a listening socket that cannot be bound."""
+    if error.errno == errno.EADDRINUSE or "in use" in str(error).lower():
+        return PortInUse(f"the {what} port {host}:{port} is already in use")
+    return ObserveError(f"cannot listen for {what} on {host}:{port}: {error.strerror or error}",
+                        code="LOUSHO_OBSERVE_BIND_FAILED",
+                        hint="check --host (an address of this machine) and --port / --grpc-port")

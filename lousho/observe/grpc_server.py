@@ -6,6 +6,7 @@ a malformed request INVALID_ARGUMENT, malformed spans a partial success.
 
 from __future__ import annotations
 
+import socket
 from concurrent import futures
 
 import grpc
@@ -14,6 +15,7 @@ from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from lousho.observe.config import DaemonConfig
+from lousho.observe.errors import bind_error
 from lousho.observe.http_layers import bearer_matches
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import decode_request
@@ -40,7 +42,7 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         if not self._writer.has_room(nbytes):
             self._refuse(context)
         decoded = decode_request(request)
-        self._metrics.add(spans_rejected=decoded.rejected)
+        self._metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
             future = self._writer.submit(decoded, nbytes)
         except (QueueFull, ShuttingDown):
@@ -63,6 +65,20 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         context.abort(grpc.StatusCode.UNAVAILABLE, "the admission queue is full; retry later")
 
 
+def _check_free(host: str, port: int | None) -> None:
+    """Bind the port once ourselves: grpc reports a busy port only after logging its own line to stderr."""
+    if not port:
+        return
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+    except OSError as e:
+        raise bind_error("gRPC", host, port, e) from None
+    finally:
+        probe.close()
+
+
 def start_grpc(config: DaemonConfig, writer: Writer, metrics: Metrics) -> tuple[grpc.Server, int]:
     """Start the gRPC listener; returns the server and the port it bound (for port 0)."""
     server = grpc.server(
@@ -78,14 +94,18 @@ def start_grpc(config: DaemonConfig, writer: Writer, metrics: Metrics) -> tuple[
     )
     host = config.host if ":" not in config.host else f"[{config.host}]"
     address = f"{host}:{config.grpc_port}"
-    if config.tls_cert is not None and config.tls_key is not None:
-        credentials = grpc.ssl_server_credentials(
-            [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
-        )
-        port = server.add_secure_port(address, credentials)
-    else:
-        port = server.add_insecure_port(address)
+    _check_free(config.host, config.grpc_port)
+    try:
+        if config.tls_cert is not None and config.tls_key is not None:
+            credentials = grpc.ssl_server_credentials(
+                [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
+            )
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError as e:  # grpc's "Failed to bind to address"
+        raise bind_error("gRPC", config.host, config.grpc_port, OSError(str(e))) from None
     if port == 0:
-        raise OSError(f"cannot bind gRPC on {config.host}:{config.grpc_port}")
+        raise bind_error("gRPC", config.host, config.grpc_port, OSError("no address bound"))
     server.start()
     return server, port

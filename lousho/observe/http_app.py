@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
-from lousho.observe.errors import ObserveError
+from lousho.observe.errors import ObserveError, StoreCorrupt
 from lousho.observe.http_guard import HostGuard
 from lousho.observe.http_layers import (
     GRPC_INTERNAL,
@@ -71,13 +71,17 @@ def build_app(
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
-        metrics.add(spans_rejected=decoded.rejected)
+        metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
             future = writer.submit(decoded, len(body))
         except (QueueFull, ShuttingDown):
             return _unavailable(request, config, metrics)
         try:
             await asyncio.wrap_future(future)
+        except StoreCorrupt as e:
+            # Not retryable (OTLP retries 429/502/503/504 only): resending cannot help a damaged file.
+            metrics.mark_store_damaged(e)
+            return _error(request, 500, e.code, e.message, e.hint, GRPC_INTERNAL)
         except Exception as e:
             if is_transient(e):
                 return _error(request, 503, "LOUSHO_OBSERVE_COMMIT_FAILED", str(e),
@@ -123,6 +127,10 @@ def build_app(
         return Response(body, media_type="application/json", headers=headers)
 
     async def healthz(request: Request) -> Response:
+        damage = metrics.store_damage
+        if damage is not None:
+            return JSONResponse({"status": "unhealthy", "code": damage.code, "message": damage.message,
+                                 "hint": damage.hint}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     async def metrics_route(request: Request) -> Response:

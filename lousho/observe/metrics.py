@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from lousho.observe.errors import StoreCorrupt
+
 
 @dataclass
 class Metrics:
@@ -13,6 +15,7 @@ class Metrics:
     spans_accepted: int = 0
     spans_rejected: int = 0
     spans_duplicate: int = 0
+    values_nulled: int = 0
     requests_refused_full: int = 0
     requests_bad: int = 0
     commits: int = 0
@@ -22,12 +25,19 @@ class Metrics:
     checkpoint_seconds_sum: float = 0.0
     queue_bytes: int = 0
     queue_capacity_bytes: int = 0
+    # Set once the store is found damaged: /healthz answers 503 with it from then on.
+    store_damage: StoreCorrupt | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **deltas: float) -> None:
         with self._lock:
             for name, delta in deltas.items():
                 setattr(self, name, getattr(self, name) + delta)
+
+    def mark_store_damaged(self, error: StoreCorrupt) -> None:
+        with self._lock:
+            if self.store_damage is None:
+                self.store_damage = error
 
     def observe_commit(self, seconds: float) -> None:
         with self._lock:
@@ -43,6 +53,9 @@ class Metrics:
                  self.spans_rejected),
                 ("lousho_spans_duplicate_total", "counter", "spans already stored",
                  self.spans_duplicate),
+                ("lousho_values_nulled_total", "counter",
+                 "promoted values their column cannot hold, stored as NULL (raw attributes keep them)",
+                 self.values_nulled),
                 ("lousho_requests_refused_full_total", "counter",
                  "requests refused because the admission queue was full",
                  self.requests_refused_full),
@@ -58,6 +71,8 @@ class Metrics:
                 ("lousho_queue_bytes", "gauge", "bytes waiting for the writer", self.queue_bytes),
                 ("lousho_queue_capacity_bytes", "gauge", "admission queue capacity",
                  self.queue_capacity_bytes),
+                ("lousho_store_corrupt", "gauge", "1 once the store file was found damaged",
+                 int(self.store_damage is not None)),
             ]
         lines = []
         for name, kind, help_text, value in rows:

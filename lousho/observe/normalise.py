@@ -8,7 +8,12 @@ do not know is never a reason to drop a span: it stays in the raw ``attributes``
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
+
+# BIGINT, the type of the integer columns: a value outside it is stored as NULL (the raw attribute keeps it).
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
 
 # First key present wins, in this order.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -112,18 +117,27 @@ def operation(attrs: dict[str, Any], span_name: str) -> str | None:
 
 def promote(attrs: dict[str, Any], column: str) -> Any:
     """The value of a promoted column, coerced to the column's type; None when absent or unusable."""
+    return promote_checked(attrs, column)[0]
+
+
+def promote_checked(attrs: dict[str, Any], column: str) -> tuple[Any, bool]:
+    """``(value, nulled)``: the promoted value, and whether an attribute was present but could not be
+    represented in the column (out of range, not finite, not a number), so the column is NULL while
+    the raw ``attributes`` JSON keeps the original. Never raises on data."""
     for key in ALIASES[column]:
         value = attrs.get(key)
         if value is None:
             continue
         if column in INT_COLUMNS:
-            return _as_int(value)
+            number = as_int(value)
+            return number, number is None
         if column in FLOAT_COLUMNS:
-            return _as_float(value)
+            real = as_float(value)
+            return real, real is None
         if column in JSONISH_COLUMNS:
-            return value if isinstance(value, str) else _json(value)
-        return value if isinstance(value, str) else str(value)
-    return None
+            return (value if isinstance(value, str) else _json(value)), False
+        return (value if isinstance(value, str) else str(value)), False
+    return None, False
 
 
 def as_bool(value: Any) -> bool | None:
@@ -140,32 +154,38 @@ def as_bool(value: Any) -> bool | None:
     return None
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
+    """An integer that fits BIGINT, or None: a float such as 1e30 or a 20-digit string would
+    overflow the column and, before this check, failed the whole batch's Arrow build."""
     if isinstance(value, bool):
         return None
+    number: int | None = None
     if isinstance(value, int):
-        return value if -(2**63) <= value < 2**63 else None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             return None
-    return None
+    if number is None or not INT64_MIN <= number <= INT64_MAX:
+        return None
+    return number
 
 
-def _as_float(value: Any) -> float | None:
+def as_float(value: Any) -> float | None:
+    """A finite float, or None: NaN and infinities (``"1e400"``) would poison sums and averages."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
+    try:
+        if isinstance(value, int | float | str):
+            real = float(value)
+        else:
             return None
-    return None
+    except (ValueError, OverflowError):
+        return None
+    return real if math.isfinite(real) else None
 
 
 def _json(value: Any) -> str:

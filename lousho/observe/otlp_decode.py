@@ -1,16 +1,20 @@
 """Decode OTLP trace requests (protobuf or JSON) into column lists for the store.
 
 Pure: bytes in, columns out. HTTP and gRPC both come through here, so both store the same rows.
-A span that breaks the data model (ids of the wrong length or all zero) is counted as rejected and
-the rest of the batch is kept: the OTLP partial-success contract (specification.md, "Partial
-Success"). A body that cannot be decoded at all raises ``BadPayload`` (HTTP 400, gRPC
-INVALID_ARGUMENT).
+A span that breaks the data model (ids of the wrong length or all zero, times past 2^63 ns) is
+counted as rejected and the rest of the batch is kept: the OTLP partial-success contract
+(specification.md, "Partial Success"). A promoted value its column cannot hold (tokens past BIGINT,
+a cost or score that is not finite, a score time past 2^63 ns) is NULL in its column (the score time
+falls back to the span's end) and counted in ``nulled``; the raw attributes keep the original. So
+every column list holds only values of its Arrow type, and the store's Arrow build cannot fail on
+data. A body that cannot be decoded at all raises ``BadPayload`` (HTTP 400, gRPC INVALID_ARGUMENT).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +89,7 @@ class Decoded:
     scores: dict[str, list[Any]] = field(default_factory=lambda: {f: [] for f in SCORE_FIELDS})
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
+    nulled: int = 0  # promoted values stored as NULL (or a fallback) because their column cannot hold them
 
     @property
     def span_count(self) -> int:
@@ -202,9 +207,10 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
     cols["operation"].append(normalise.operation(attrs, span.name))
     for column in PROMOTED_TEXT[1:]:
         cols[column].append(normalise.promote(attrs, column))
-    cols["input_tokens"].append(normalise.promote(attrs, "input_tokens"))
-    cols["output_tokens"].append(normalise.promote(attrs, "output_tokens"))
-    cols["cost_usd"].append(normalise.promote(attrs, "cost_usd"))
+    for column in ("input_tokens", "output_tokens", "cost_usd"):
+        value, nulled = normalise.promote_checked(attrs, column)
+        cols[column].append(value)
+        out.nulled += nulled
     cols["probe"].append(normalise.as_bool(attrs.get("lousho.probe")))
     cols["attributes"].append(_dumps(attrs))
     cols["resource"].append(ctx.resource_json)
@@ -230,7 +236,8 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
         run_id = cols["run_id"][-1]
         for seq, event in enumerate(events):
             if event["name"] == EVALUATION_EVENT:
-                _add_score(out, key_hi, key_lo, seq, trace_id, span_id, run_id, event)
+                _add_score(out, key_hi, key_lo, seq, trace_id, span_id, run_id, event,
+                           span.end_time_unix_nano)
 
 
 def _add_score(
@@ -242,6 +249,7 @@ def _add_score(
     span_id: str,
     run_id: str | None,
     event: dict[str, Any],
+    span_end_ns: int,
 ) -> None:
     attrs = event["attributes"]
     label = attrs.get("gen_ai.evaluation.score.label")
@@ -265,9 +273,9 @@ def _add_score(
     cols["run_id"].append(run_id)
     name = attrs.get("gen_ai.evaluation.name")
     cols["name"].append(str(name) if name is not None else None)
-    cols["score_value"].append(
-        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-    )
+    score = normalise.as_float(value) if isinstance(value, int | float) else None
+    out.nulled += value is not None and score is None
+    cols["score_value"].append(score)
     cols["score_label"].append(label)
     explanation = attrs.get("gen_ai.evaluation.explanation")
     cols["explanation"].append(str(explanation) if explanation is not None else None)
@@ -275,7 +283,12 @@ def _add_score(
     cols["passed"].append(passed)
     error_type = attrs.get("error.type")
     cols["error_type"].append(str(error_type) if error_type is not None else None)
-    cols["time_ns"].append(event["time_ns"])
+    # time_ns is NOT NULL: an event time past BIGINT takes its span's end (already checked to fit).
+    time_ns = event["time_ns"]
+    if time_ns > normalise.INT64_MAX:
+        time_ns = span_end_ns
+        out.nulled += 1
+    cols["time_ns"].append(time_ns)
     cols["attributes"].append(_dumps(attrs))
 
 
@@ -358,6 +371,7 @@ def _json_span(raw: Any, out: Decoded) -> Span | None:
         for i, link in enumerate(doc.get("links") or []):
             if isinstance(link, dict):
                 doc["links"][i] = _hex_ids_to_base64(link)
+        _fit_attribute_values(doc)
         span = Span()
         json_format.ParseDict(doc, span, ignore_unknown_fields=True)
         return span
@@ -366,6 +380,44 @@ def _json_span(raw: Any, out: Decoded) -> Span | None:
         name = raw.get("name") if isinstance(raw, dict) else None
         out.errors.append(f"span {name!r}: {e}")
         return None
+
+
+def _fit_attribute_values(span: dict[str, Any]) -> None:
+    """Attribute values the protobuf mapping cannot hold, kept instead of losing their span.
+
+    OTLP/JSON writes 64-bit integers as strings, so a client may send ``"intValue":
+    "123456789012345678901"``; and ``"doubleValue": 1e400`` parses as infinity, which the mapping
+    accepts only quoted. Both are the attribute's value, not a malformed span: the integer is kept
+    as its text (a promoted column then sees it out of range and is NULL), the double as the
+    mapping's ``"Infinity"``.
+    """
+    lists = [span.get("attributes")]
+    for part in ("events", "links"):
+        items = span.get(part)
+        if isinstance(items, list):
+            lists += [item.get("attributes") for item in items if isinstance(item, dict)]
+    for kvs in lists:
+        if not isinstance(kvs, list):
+            continue
+        for kv in kvs:
+            value = kv.get("value") if isinstance(kv, dict) else None
+            if isinstance(value, dict):
+                kv["value"] = _fit_any_value(value)
+
+
+def _fit_any_value(value: dict[str, Any]) -> dict[str, Any]:
+    number = value.get("intValue")
+    if isinstance(number, str | int) and not isinstance(number, bool):
+        try:
+            parsed = int(number)
+        except ValueError:
+            return value
+        if not normalise.INT64_MIN <= parsed <= normalise.INT64_MAX:
+            return {"stringValue": str(number)}
+    real = value.get("doubleValue")
+    if isinstance(real, float) and not math.isfinite(real):
+        return {"doubleValue": "NaN" if real != real else ("Infinity" if real > 0 else "-Infinity")}
+    return value
 
 
 def _hex_ids_to_base64(doc: dict[str, Any]) -> dict[str, Any]:

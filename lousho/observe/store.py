@@ -1,20 +1,23 @@
 """The DuckDB span store: one read-write connection that appends, cursors that read.
 
 Only the daemon opens the file read-write (DuckDB allows one writing process); everything else
-reads through the daemon's SQL API or opens the file read-only (``open_read_only``).
+reads through the daemon's SQL API or opens the file read-only (``open_read_only``). Every failure to
+open is a coded error (``store_damage.open_error``); the daemon also reads every table once at start
+and refuses a damaged store (``LOUSHO_STORE_CORRUPT``) rather than serving it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from lousho.observe import schema
-from lousho.observe.errors import StoreMissing
+from lousho.observe import schema, store_damage
+from lousho.observe.errors import StoreCorrupt, StoreMissing, StoreUnwritable
 from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 
 # No file or network access from SQL, for the daemon's own connection as for readers: the SQL API
@@ -68,40 +71,70 @@ class AppendResult:
 
 
 class SpanStore:
-    """The read-write store. Not thread-safe for writes: one writer thread owns ``append``."""
+    """The read-write store. Not thread-safe for writes: one writer thread owns ``append``.
 
-    def __init__(self, path: Path, *, memory_limit: str | None = None) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    Once a commit or checkpoint fails in a way that means the file is damaged, the store is
+    ``damaged``: ``on_damage`` is told once, and every later ``append`` raises the same StoreCorrupt
+    without touching DuckDB (which has invalidated the database by then).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        memory_limit: str | None = None,
+        verify: bool = True,
+        on_damage: Callable[[StoreCorrupt], None] | None = None,
+    ) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreUnwritable(f"cannot create the directory {path.parent}: {e.strerror}") from None
         config = dict(_WRITER_CONFIG)
         if memory_limit:
             config["memory_limit"] = memory_limit
         self.path = path
-        self._con = duckdb.connect(str(path), config=config)
+        self.damaged: StoreCorrupt | None = None
+        self._on_damage = on_damage
+        self._con = _connect(path, read_only=False, config=config)
         try:
             schema.migrate(self._con)
+            if verify:
+                store_damage.verify_tables(self._con, path)
+        except duckdb.Error as e:
+            self._con.close()
+            raise store_damage.open_error(path, e) from None
         except BaseException:
             self._con.close()
             raise
 
     def append(self, batches: list[Decoded]) -> AppendResult:
-        """Insert the spans and scores of ``batches`` in one transaction; duplicates are ignored."""
+        """Insert the spans and scores of ``batches`` in one transaction; duplicates are ignored.
+
+        Raises StoreCorrupt once the file is known to be damaged."""
+        if self.damaged is not None:
+            raise self.damaged
         spans = _table(batches, "spans", SPAN_SCHEMA)
         scores = _table(batches, "scores", SCORE_SCHEMA)
         con = self._con
-        con.execute("BEGIN")
         try:
-            con.register("span_batch", spans)
-            inserted = _count(con.execute(_INSERT_SPANS, [time.time_ns()]).fetchall())
-            if scores.num_rows:
-                con.register("score_batch", scores)
-                con.execute(_INSERT_SCORES)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+            con.execute("BEGIN")
+            try:
+                con.register("span_batch", spans)
+                inserted = _count(con.execute(_INSERT_SPANS, [time.time_ns()]).fetchall())
+                if scores.num_rows:
+                    con.register("score_batch", scores)
+                    con.execute(_INSERT_SCORES)
+                con.execute("COMMIT")
+            except BaseException:
+                _rollback(con)
+                raise
+            finally:
+                con.unregister("span_batch")
+                con.unregister("score_batch")
+        except duckdb.Error as e:
+            self._note_damage(e)
             raise
-        finally:
-            con.unregister("span_batch")
-            con.unregister("score_batch")
         return AppendResult(inserted=inserted, duplicates=spans.num_rows - inserted)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
@@ -109,23 +142,61 @@ class SpanStore:
         return self._con.cursor()
 
     def checkpoint(self) -> None:
-        self._con.execute("CHECKPOINT")
+        if self.damaged is not None:
+            return  # nothing to fold in: DuckDB refuses every statement on an invalidated database
+        try:
+            self._con.execute("CHECKPOINT")
+        except duckdb.Error as e:
+            self._note_damage(e)
+            raise
 
     def close(self) -> None:
-        self._con.close()
+        try:
+            self._con.close()
+        except duckdb.Error:
+            if self.damaged is None:
+                raise
+            # Closing an invalidated database can fail again; the damage is already reported.
+
+    def _note_damage(self, error: duckdb.Error) -> None:
+        """On a corruption-class error: remember it, tell ``on_damage``, raise it coded."""
+        if not store_damage.is_corruption(error):
+            return
+        self.damaged = store_damage.corrupt(self.path, error)
+        if self._on_damage is not None:
+            self._on_damage(self.damaged)
+        raise self.damaged from error
 
 
 def open_read_only(path: Path) -> duckdb.DuckDBPyConnection:
     """Open a store file no daemon is writing, read-only, with the SQL API's restrictions."""
     if not path.exists():
         raise StoreMissing(f"no store at {path}")
-    con = duckdb.connect(str(path), read_only=True, config=dict(_CONFIG))
+    con = _connect(path, read_only=True, config=dict(_CONFIG))
     try:
         schema.check_readable(con)
+    except duckdb.Error as e:
+        con.close()
+        raise store_damage.open_error(path, e) from None
     except BaseException:
         con.close()
         raise
     return con
+
+
+def _connect(path: Path, *, read_only: bool, config: dict[str, str | bool]) -> duckdb.DuckDBPyConnection:
+    store_damage.refuse_other_kinds(path)
+    try:
+        return duckdb.connect(str(path), read_only=read_only, config=config)
+    except duckdb.Error as e:
+        raise store_damage.open_error(path, e) from None
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass  # deliberate: the commit's own error is the one to report; an invalidated database refuses this too
 
 
 def _table(batches: list[Decoded], part: str, table_schema: pa.Schema) -> pa.Table:

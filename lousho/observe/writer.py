@@ -22,6 +22,7 @@ import duckdb
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import Decoded
 from lousho.observe.store import AppendResult, SpanStore
+from lousho.observe.store_damage import is_corruption
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,12 @@ CHECKPOINT_EVERY_BYTES = 32 * 1024 * 1024
 
 
 def is_transient(error: BaseException) -> bool:
-    """Whether a failed commit may succeed when retried (I/O, locks), or is the data's fault."""
+    """Whether a failed commit may succeed when retried (I/O, locks), or is the data's fault.
+
+    A damaged store is neither: DuckDB reports a failed checksum or a short read as an IOException
+    or TransactionException too, and retrying those would only repeat them (``is_corruption``)."""
+    if is_corruption(error):
+        return False
     return isinstance(error, duckdb.IOException | duckdb.TransactionException | OSError)
 
 

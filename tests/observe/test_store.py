@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import duckdb
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
@@ -9,7 +11,7 @@ from otlp_bodies import NS, chat_span, kv, new_ids, request
 from tests_support import run_root
 
 from lousho.observe import connect, schema
-from lousho.observe.errors import SchemaTooNew, StoreMissing
+from lousho.observe.errors import SchemaTooNew, StoreCorrupt, StoreMissing
 from lousho.observe.otlp_decode import decode_request
 from lousho.observe.store import SpanStore, open_read_only
 
@@ -101,3 +103,32 @@ def test_spans_table_promotes_every_column_the_design_names(tmp_path):
     } <= columns
 
 
+
+
+def test_a_store_whose_data_blocks_are_cut_off_is_refused_with_its_path(tmp_path):
+    path = tmp_path / "s.duckdb"
+    store = SpanStore(path)
+    trace_id = new_ids()[0]
+    store.append([decode_request(request([chat_span(trace_id, new_ids()[1], **{"gen_ai.input.messages": "x" * 300})
+                                          for _ in range(5000)]))])
+    store.checkpoint()
+    store.close()
+    os.truncate(path, path.stat().st_size // 2)
+    with pytest.raises(StoreCorrupt) as err:
+        SpanStore(path)
+    assert err.value.code == "LOUSHO_STORE_CORRUPT" and str(path) in err.value.hint
+
+
+def test_values_no_column_can_hold_are_null_and_counted_never_an_error(tmp_path):
+    trace_id, span_id = new_ids()
+    span = chat_span(trace_id, span_id, **{"gen_ai.usage.input_tokens": "9" * 30, "lousho.cost.usd": float("nan")})
+    event = span.events.add(name="gen_ai.evaluation.result", time_unix_nano=2**63)
+    event.attributes.append(kv("gen_ai.evaluation.score.value", float("-inf")))
+    decoded = decode_request(request([span]))
+    assert decoded.nulled == 4 and decoded.rejected == 0
+    store = SpanStore(tmp_path / "s.duckdb")
+    assert store.append([decoded]).inserted == 1
+    con = store.reader()
+    assert con.execute("SELECT input_tokens, cost_usd FROM spans").fetchall() == [(None, None)]
+    assert con.execute("SELECT score_value, time_ns FROM scores").fetchall() == [(None, NS + 5_000_000)]
+    store.close()

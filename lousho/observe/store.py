@@ -79,6 +79,7 @@ class SpanStore:
         self._con = duckdb.connect(str(path), config=config)
         try:
             schema.migrate(self._con)
+            lock_configuration(self._con)
         except BaseException:
             self._con.close()
             raise
@@ -113,6 +114,16 @@ class SpanStore:
 
     def close(self) -> None:
         self._con.close()
+
+
+def lock_configuration(con: duckdb.DuckDBPyConnection) -> None:
+    """Freeze every setting of the database instance, for all its connections, from now on.
+
+    The SQL API shares this instance: without the lock a SELECT could call ``enable_logging``
+    (file logging aborts the process on its next query) or ``enable_profiling``. Call it after the
+    owner's own settings are in place; the writer's inserts and CHECKPOINTs change no setting.
+    """
+    con.execute("SET lock_configuration = true")
 
 
 def open_read_only(path: Path) -> duckdb.DuckDBPyConnection:

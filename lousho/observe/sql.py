@@ -72,6 +72,9 @@ def run_query(
         # TransactionException: the read-only transaction refused a write the guard let through.
         raise SqlRefused(f"refused: {first_line(e)}") from None
     except duckdb.Error as e:
+        if "configuration has been locked" in str(e):
+            # The locked configuration refused a setting the guard let through.
+            raise SqlRefused(f"refused: {first_line(e)}") from None
         raise SqlFailed(first_line(e)) from None
     finally:
         timer.cancel()

@@ -115,16 +115,25 @@ _WRITES = [
 
 
 def _side_effect_names() -> tuple[list[str], list[str]]:
-    """Every table function the guard does not list as a read, and every scalar it marks as
-    side-effecting, both read from this DuckDB's own catalogue."""
+    """From this DuckDB's own catalogue, independently of the guard: the table functions that
+    configure, checkpoint, run SQL or read files, and every scalar it marks volatile or
+    side-effecting but for those that only return a value."""
     import duckdb
 
-    from lousho.observe.sql_guard import READ_TABLE_FUNCTIONS, side_effect_functions
-
-    rows = duckdb.connect().execute(
-        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'table'").fetchall()
-    tables = sorted({name for (name,) in rows} - READ_TABLE_FUNCTIONS)
-    return tables, sorted(side_effect_functions())
+    con = duckdb.connect()
+    tables = con.execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'table' AND ("
+        "regexp_matches(function_name, '^(enable|disable|truncate|force|register|deregister|create|destroy|"
+        "add|remove)_|checkpoint|^query|execute|^read_|^parquet_|scan|^glob$|sniff|secret|^duckdb_logs'))"
+    ).fetchall()
+    scalars = con.execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'scalar' "
+        "AND (has_side_effects OR stability = 'VOLATILE') AND function_name NOT IN ('random', 'uuid', "
+        "'uuidv4', 'uuidv7', 'gen_random_uuid', 'error', 'stats', 'vector_type', 'current_query', "
+        "'current_query_id', 'current_connection_id', 'current_transaction_id', 'currval')"
+    ).fetchall()
+    con.close()
+    return sorted(name for (name,) in tables), sorted(name for (name,) in scalars)
 
 
 _TABLE_FUNCTIONS, _SCALARS = _side_effect_names()

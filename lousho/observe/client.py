@@ -133,26 +133,38 @@ def sql_api_arrow_type() -> str:
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:
-    """The table as a Polars frame; a column Polars cannot take (a UNION, say) becomes the text of
-    its JSON form (``sql_json``) rather than failing the whole result."""
+    """The table as a Polars frame. A column Polars cannot take (an INTERVAL or UNION, even nested:
+    Polars panics on those rather than raising) becomes the text of its JSON form (``sql_json``)."""
     table = table.rename_columns(row_keys(table.column_names))
-    try:
+    if all(_polars_takes(t) for t in table.schema.types):
         frame = pl.from_arrow(table)
-    except (pl.exceptions.PolarsError, pa.ArrowException, TypeError, ValueError):
-        frame = pl.DataFrame([_series(name, table.column(name)) for name in table.column_names])
-    assert isinstance(frame, pl.DataFrame)
-    return frame
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+    return pl.DataFrame([_series(name, table.column(name)) for name in table.column_names])
+
+
+def _polars_takes(t: pa.DataType) -> bool:
+    if t == pa.month_day_nano_interval() or pa.types.is_union(t) or isinstance(t, pa.ExtensionType):
+        return False
+    if pa.types.is_struct(t):
+        return all(_polars_takes(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _polars_takes(t.key_type) and _polars_takes(t.item_type)
+    if pa.types.is_dictionary(t):
+        return _polars_takes(t.value_type)
+    if hasattr(t, "value_type"):
+        return _polars_takes(t.value_type)
+    return True
 
 
 def _series(name: str, column: pa.ChunkedArray) -> pl.Series:
-    try:
+    if _polars_takes(column.type):
         series = pl.from_arrow(column)
         assert isinstance(series, pl.Series)
         return series.alias(name)
-    except (pl.exceptions.PolarsError, pa.ArrowException, TypeError, ValueError):
-        values = column_values(name, column)
-        return pl.Series(name, [None if v is None else json.dumps(v) if not isinstance(v, str) else v
-                                for v in values], dtype=pl.String)
+    values = column_values(name, column)
+    return pl.Series(name, [None if v is None else v if isinstance(v, str) else json.dumps(v) for v in values],
+                     dtype=pl.String)
 
 
 def _http_error(e: urllib.error.HTTPError) -> ObserveError:

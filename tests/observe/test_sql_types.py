@@ -109,3 +109,17 @@ def test_lousho_sql_prints_each_shape(shared_daemon, query, expected):
         done = _lousho_sql(shared_daemon.url, *fmt, query)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         assert done.stdout.strip()
+
+
+@pytest.mark.system
+def test_the_python_client_gives_a_frame_for_every_shape(shared_daemon):
+    from lousho.observe.client import connect
+
+    store = connect(shared_daemon.url)
+    try:
+        for query, expected in SHAPES:
+            frame = store.sql(query)
+            assert frame.height == 1 and frame.columns == list(expected), query
+        assert store.sql("SELECT * FROM test_all_types()").height == 3
+    finally:
+        store.close()

@@ -31,7 +31,7 @@ from lousho.observe.http_layers import (
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json, decode_protobuf
 from lousho.observe.page import build_page, mount
-from lousho.observe.sql_json import row_keys, table_rows
+from lousho.observe.sql_json import row_keys, rows_json
 from lousho.observe.sql_pool import SqlPool
 from lousho.observe.trigger import AgentSpec
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
@@ -181,10 +181,9 @@ def _unavailable(request: Request, config: DaemonConfig, metrics: Metrics) -> Re
 def _json_bytes(result: sql_api.QueryResult) -> bytes:
     """``{"columns", "keys", "rows", "truncated"}``; the value mapping is ``sql_json``'s."""
     columns = result.table.column_names
-    keys = row_keys(columns)
-    rows = [dict(zip(keys, row, strict=True)) for row in table_rows(result.table)]
-    doc = {"columns": columns, "keys": keys, "rows": rows, "truncated": result.truncated}
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    head = json.dumps({"columns": columns, "keys": row_keys(columns)}, ensure_ascii=False, separators=(",", ":"))
+    truncated = "true" if result.truncated else "false"
+    return f'{head[:-1]},"rows":{rows_json(result.table)},"truncated":{truncated}}}'.encode()
 
 
 def _arrow_bytes(table: pa.Table) -> bytes:

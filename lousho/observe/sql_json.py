@@ -19,12 +19,15 @@ Duplicate column names stay in ``columns`` as given; each row object uses ``keys
 from __future__ import annotations
 
 import base64
+import json
 import math
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lousho.observe.errors import SqlUnsupportedType
 
@@ -46,6 +49,64 @@ def row_keys(columns: list[str]) -> list[str]:
         taken.add(key)
         keys.append(key)
     return keys
+
+
+def rows_json(table: pa.Table) -> str:
+    """The JSON array of row objects (keyed by ``row_keys``), per the mapping above.
+
+    Results of plain columns (integers, text, booleans, finite floats, decimals, in-range dates and
+    timestamps) are converted column-wise in Arrow and written by Polars, out of Python: a million
+    rows take a second, not ten, and hold the GIL (which ingest shares) far less. Anything else
+    goes value by value. Both give the same JSON (tests/observe/test_sql_json.py).
+    """
+    if table.num_rows == 0:
+        return "[]"
+    keys = row_keys(table.column_names)
+    plain = [_plain_json_column(table.column(i)) for i in range(table.num_columns)]
+    if all(column is not None for column in plain):
+        frame = pl.from_arrow(pa.table(plain, names=keys))
+        assert isinstance(frame, pl.DataFrame)
+        return frame.write_json()
+    rows = [dict(zip(keys, row, strict=True)) for row in table_rows(table)]
+    return json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+# Years 1..9999 (where Arrow's own text matches ours), in days and in microseconds since 1970-01-01.
+_MIN_DAY, _MAX_DAY = -719_162, 2_932_896
+_DAY_UNITS = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def _plain_json_column(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """The column as JSON-native Arrow (int, bool, string, float64) when its mapping is a plain
+    vectorised cast; None when it needs the value-by-value path."""
+    t = column.type
+    if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return column
+    if pa.types.is_floating(t):
+        as_double = column.cast(pa.float64())
+        finite = pc.all(pc.is_finite(as_double)).as_py()
+        return as_double if finite is not False else None
+    if pa.types.is_decimal(t):
+        return column.cast(pa.string())
+    if pa.types.is_date32(t):
+        if not _within(column.cast(pa.int32()), _MIN_DAY, _MAX_DAY):
+            return None
+        return column.cast(pa.string())
+    if pa.types.is_timestamp(t):
+        per_day = _DAY_UNITS[t.unit]
+        if not _within(column.cast(pa.int64()), _MIN_DAY * per_day, (_MAX_DAY + 1) * per_day - 1):
+            return None
+        # Arrow's cast writes "YYYY-MM-DD HH:MM:SS[.fraction]" (3x faster than its strftime).
+        text = pc.replace_substring(column.cast(pa.timestamp(t.unit)).cast(pa.string()), " ", "T",
+                                    max_replacements=1)
+        return pc.binary_join_element_wise(text, "Z", "") if t.tz else text
+    return None
+
+
+def _within(values: pa.ChunkedArray, low: int, high: int) -> bool:
+    bounds = pc.min_max(values)
+    lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+    return lo is None or (lo >= low and hi <= high)
 
 
 def table_rows(table: pa.Table) -> list[list[Any]]:

@@ -34,20 +34,23 @@ def print_table(table: pa.Table, fmt: str = "table") -> None:
     """Print any SQL result, whatever its column types or names, through its JSON form (``sql_json``):
     ``json`` an array of row objects (repeated names get ``_2``... keys), ``csv`` a header with the
     names as given and nested values as JSON text, ``table`` a rich table."""
-    from lousho.observe.sql_json import row_keys, table_rows
+    from lousho.observe.sql_json import plain_frame, rows_json, table_rows
 
     columns = table.column_names
-    rows = table_rows(table)
     if fmt == "json":
-        keys = row_keys(columns)
-        click.echo(json.dumps([dict(zip(keys, row, strict=True)) for row in rows], ensure_ascii=False))
+        click.echo(rows_json(table))
     elif fmt == "csv":
         out = click.get_text_stream("stdout")
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([_cell(v) for v in row] for row in rows)
+        plain = plain_frame(table)
+        if plain is not None:  # a million plain rows in a second, not ten
+            out.write(plain.write_csv(include_header=False))
+        else:
+            writer.writerows([_cell(v) for v in row] for row in table_rows(table))
         out.flush()
     else:
+        rows = table_rows(table)
         console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
         view = Table(show_lines=False)
         for name in columns:

@@ -61,14 +61,23 @@ def rows_json(table: pa.Table) -> str:
     """
     if table.num_rows == 0:
         return "[]"
-    keys = row_keys(table.column_names)
-    plain = [_plain_json_column(table.column(i)) for i in range(table.num_columns)]
-    if all(column is not None for column in plain):
-        frame = pl.from_arrow(pa.table(plain, names=keys))
-        assert isinstance(frame, pl.DataFrame)
+    frame = plain_frame(table)
+    if frame is not None:
         return frame.write_json()
+    keys = row_keys(table.column_names)
     rows = [dict(zip(keys, row, strict=True)) for row in table_rows(table)]
     return json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def plain_frame(table: pa.Table) -> pl.DataFrame | None:
+    """The table already mapped to JSON-native columns (named by ``row_keys``), when every column
+    maps by a vectorised cast; None when some column needs the value-by-value path."""
+    plain = [_plain_json_column(table.column(i)) for i in range(table.num_columns)]
+    if not plain or any(column is None for column in plain):
+        return None
+    frame = pl.from_arrow(pa.table(plain, names=row_keys(table.column_names)))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 # Years 1..9999 (where Arrow's own text matches ours), in days and in microseconds since 1970-01-01.

@@ -144,7 +144,7 @@ def _frame(table: pa.Table) -> pl.DataFrame:
 
 
 def _polars_takes(t: pa.DataType) -> bool:
-    if t == pa.month_day_nano_interval() or pa.types.is_union(t) or isinstance(t, pa.ExtensionType):
+    if t == pa.month_day_nano_interval() or pa.types.is_union(t) or isinstance(t, pa.BaseExtensionType):
         return False
     if pa.types.is_struct(t):
         return all(_polars_takes(t.field(i).type) for i in range(t.num_fields))

@@ -96,7 +96,9 @@ def _plain_json_column(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
         finite = pc.all(pc.is_finite(as_double)).as_py()
         return as_double if finite is not False else None
     if pa.types.is_decimal(t):
-        return column.cast(pa.string())
+        # Arrow writes small values in exponent form ("1E-10"); those take the exact path.
+        text = column.cast(pa.string())
+        return None if pc.any(pc.match_substring(text, "E")).as_py() else text
     if pa.types.is_date32(t):
         if not _within(column.cast(pa.int32()), _MIN_DAY, _MAX_DAY):
             return None
@@ -173,7 +175,7 @@ def _converter(t: pa.DataType, name: str) -> Callable[[pa.Array], list[Any]]:
         return _structs(t, name)
     if pa.types.is_union(t):
         return _unions(t, name)
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         storage = _converter(t.storage_type, name)
         return lambda a: storage(a.storage)
     raise SqlUnsupportedType(f"column {name!r} has type {t}, which has no JSON form here",

@@ -28,6 +28,7 @@ def _value_by_value(table) -> list[dict]:
 @pytest.mark.parametrize("query", [
     PLAIN,
     "SELECT 1 AS a, 'x' AS a",
+    "SELECT 0.0000000001::DECIMAL(38, 10) AS small, 0::DECIMAL(38, 10) AS zero",
     "SELECT range AS n FROM range(0)",
     # Outside years 1..9999, infinite, non-finite: the value-by-value path answers for these.
     "SELECT DATE '-0044-03-15' AS d, 'infinity'::TIMESTAMP AS t, 'nan'::DOUBLE AS f",

@@ -14,8 +14,8 @@ from rich.tree import Tree
 from lousho.errors import UsageError
 from lousho.observe.client import DaemonClient, StoreClient, connect
 from lousho.observe.config import MIB, DaemonConfig
-from lousho.observe.errors import DaemonUnreachable, RunNotFound, TokenFileUnreadable
-from lousho.observe.render import print_frame, table_console
+from lousho.observe.errors import DaemonUnreachable, RunNotFound, SqlTruncated, TokenFileUnreadable
+from lousho.observe.render import print_frame, print_table, table_console
 from lousho.observe.runs_view import newest_runs_queries, runs_select
 from lousho.observe.safe_text import safe_text
 
@@ -55,6 +55,8 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
               help="Admission queue: bytes waiting for the writer before 503 + Retry-After.")
 @click.option("--sql-timeout", type=float, default=30.0, show_default=True,
               help="Seconds before a SQL query is stopped.")
+@click.option("--sql-workers", type=click.IntRange(min=1), default=4, show_default=True,
+              help="SQL queries run at once (as many more wait; beyond that 503 + Retry-After).")
 @click.option("--commit-delay", type=float, default=0.0, hidden=True,
               help="Fault point: pause before each commit (backpressure tests and demos).")
 @click.option("--agent", "agents", multiple=True, metavar="NAME=DIR:CHECK_MODULE",
@@ -71,7 +73,7 @@ def observe(
     db: Path, host: str, port: int, grpc_port: int, token: str | None, token_file: Path | None,
     allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
     header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
-    queue_mib: float, sql_timeout: float, commit_delay: float, agents: tuple[str, ...],
+    queue_mib: float, sql_timeout: float, sql_workers: int, commit_delay: float, agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
@@ -88,7 +90,7 @@ def observe(
         tls_cert=tls_cert, tls_key=tls_key, header_timeout_s=header_timeout,
         body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
         max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
-        sql_timeout_s=sql_timeout, commit_delay_s=commit_delay,
+        sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
         # Absolute: the page reads it on request, whatever the working directory is then.
         recover_store=parse_store_url(recover_store).resolve() if recover_store else None,
     )
@@ -173,16 +175,29 @@ def _format(as_json: bool, as_csv: bool) -> str:
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of row objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
+@click.option("--allow-truncated", is_flag=True,
+              help="Exit 0 when the daemon's row cap cut the result short (the warning still prints).")
 @click.argument("query")
 def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_csv: bool,
-        query: str) -> None:
-    """Run one read-only SQL query over the store (tables spans, scores; view runs)."""
+        allow_truncated: bool, query: str) -> None:
+    """Run one read-only SQL query over the store (tables spans, scores; view runs).
+
+    Values print as the SQL API's JSON answer maps them (docs/observe.md). When the daemon's row cap
+    cut the result short, the rows print, a warning goes to stderr and the exit status is 1, unless
+    --allow-truncated.
+    """
     fmt = _format(as_json, as_csv)
     store = open_store(url, db, token)
     try:
-        print_frame(store.sql(query), fmt)
+        result = store.fetch(query)
     finally:
         store.close()
+    print_table(result.table, fmt)
+    if result.truncated:
+        truncated = SqlTruncated(f"the daemon returned only the first {result.table.num_rows} rows of the result")
+        if not allow_truncated:
+            raise truncated
+        click.echo(f"warning {truncated.code}: {truncated.message}", err=True)
 
 
 RUN_COLUMNS = (

@@ -22,15 +22,20 @@ from lousho.observe.errors import (
     BadCaCert,
     DaemonUnreachable,
     ObserveError,
+    SqlBusy,
     SqlFailed,
     SqlRefused,
+    SqlUnsupportedType,
     Unauthorized,
 )
-from lousho.observe.store import open_read_only
+from lousho.observe.sql_json import column_values, row_keys
+from lousho.observe.store import lock_configuration, open_read_only
 
 _ERRORS: dict[str, type[ObserveError]] = {
     SqlRefused.code: SqlRefused,
     SqlFailed.code: SqlFailed,
+    SqlBusy.code: SqlBusy,
+    SqlUnsupportedType.code: SqlUnsupportedType,
     Unauthorized.code: Unauthorized,
 }
 
@@ -39,14 +44,18 @@ class StoreClient(Protocol):
     """Read access to a span store.
 
     ``sql`` runs one read-only SELECT with ``?`` parameters and returns every row as a Polars
-    frame; it raises SqlRefused for anything that is not a read, SqlFailed when the engine cannot
-    run it, DaemonUnreachable when the daemon does not answer. Safe to call from one thread at a
+    frame (repeated column names get ``_2``, ``_3``... suffixes); ``fetch`` returns the Arrow
+    result as sent and whether the daemon's row cap cut it short. Both raise SqlRefused for anything
+    that is not a read, SqlFailed when the engine cannot run it, SqlBusy when the daemon's SQL
+    workers are all taken, DaemonUnreachable when the daemon does not answer. Safe to call from one thread at a
     time; open one client per thread.
     """
 
     target: str
 
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame: ...
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult: ...
 
     def close(self) -> None: ...
 
@@ -64,6 +73,9 @@ class DaemonClient:
         self._ssl = _ssl_context(ca_cert) if url.startswith("https://") else None
 
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        return _frame(self.fetch(query, params).table)
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult:
         body = json.dumps({"query": query, "params": params or []}, default=str).encode()
         headers = {
             "content-type": "application/json",
@@ -77,13 +89,13 @@ class DaemonClient:
         try:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as response:
                 payload = response.read()
+                truncated = response.headers.get("x-lousho-truncated", "").lower() == "true"
         except urllib.error.HTTPError as e:
             raise _http_error(e) from None
         except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             raise DaemonUnreachable(f"no daemon answers at {self.target} ({reason})") from None
-        table = pa.ipc.open_stream(payload).read_all()
-        return _frame(table)
+        return sql_api.QueryResult(table=pa.ipc.open_stream(payload).read_all(), truncated=truncated)
 
     def healthy(self) -> bool:
         try:
@@ -100,9 +112,17 @@ class FileClient:
     def __init__(self, path: Path) -> None:
         self.target = str(path)
         self._con: duckdb.DuckDBPyConnection = open_read_only(path)
+        try:
+            lock_configuration(self._con)
+        except BaseException:
+            self._con.close()
+            raise
 
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
-        return _frame(sql_api.run_query(self._con, query, params, max_rows=2**62).table)
+        return _frame(self.fetch(query, params).table)
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult:
+        return sql_api.run_query(self._con, query, params, max_rows=2**62)
 
     def close(self) -> None:
         self._con.close()
@@ -130,9 +150,38 @@ def sql_api_arrow_type() -> str:
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    return frame
+    """The table as a Polars frame. A column Polars cannot take (an INTERVAL or UNION, even nested:
+    Polars panics on those rather than raising) becomes the text of its JSON form (``sql_json``)."""
+    table = table.rename_columns(row_keys(table.column_names))
+    if all(_polars_takes(t) for t in table.schema.types):
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+    return pl.DataFrame([_series(name, table.column(name)) for name in table.column_names])
+
+
+def _polars_takes(t: pa.DataType) -> bool:
+    if t == pa.month_day_nano_interval() or pa.types.is_union(t) or isinstance(t, pa.BaseExtensionType):
+        return False
+    if pa.types.is_struct(t):
+        return all(_polars_takes(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _polars_takes(t.key_type) and _polars_takes(t.item_type)
+    if pa.types.is_dictionary(t):
+        return _polars_takes(t.value_type)
+    if hasattr(t, "value_type"):
+        return _polars_takes(t.value_type)
+    return True
+
+
+def _series(name: str, column: pa.ChunkedArray) -> pl.Series:
+    if _polars_takes(column.type):
+        series = pl.from_arrow(column)
+        assert isinstance(series, pl.Series)
+        return series.alias(name)
+    values = column_values(name, column)
+    return pl.Series(name, [None if v is None else v if isinstance(v, str) else json.dumps(v) for v in values],
+                     dtype=pl.String)
 
 
 def _http_error(e: urllib.error.HTTPError) -> ObserveError:

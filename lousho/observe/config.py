@@ -27,6 +27,8 @@ class DaemonConfig:
     retry_after_s: int = 1
     sql_timeout_s: float = 30.0
     sql_max_rows: int = 1_000_000
+    # Threads that run SQL queries (as many more may wait); OTLP ingest never shares them.
+    sql_workers: int = 4
     # A pause before each commit; a fault point to show backpressure, 0 in real use.
     commit_delay_s: float = 0.0
     # The recover part's SQLite run store the page shows (pending, quarantined, outage); None: not shown.

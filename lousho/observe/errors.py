@@ -36,6 +36,28 @@ class SqlFailed(ObserveError):
     hint = "check the query; `lousho sql \"DESCRIBE spans\"` lists the columns"
 
 
+class SqlBusy(ObserveError):
+    """Every SQL worker is busy and the wait queue is full; ingest is unaffected."""
+
+    code = "LOUSHO_SQL_BUSY"
+    retryable = True
+    hint = "retry after the Retry-After delay; the daemon's --sql-workers sets how many queries run at once"
+
+
+class SqlUnsupportedType(ObserveError):
+    """A result column has a type the answer's format cannot carry."""
+
+    code = "LOUSHO_SQL_UNSUPPORTED_TYPE"
+    hint = "cast the column in the query, e.g. col::VARCHAR"
+
+
+class SqlTruncated(ObserveError):
+    """The daemon stopped at its row cap: the output is not the whole result."""
+
+    code = "LOUSHO_SQL_TRUNCATED"
+    hint = "narrow the query (WHERE, LIMIT), or pass --allow-truncated to accept the first rows"
+
+
 class StoreMissing(ObserveError):
     code = "LOUSHO_STORE_MISSING"
     hint = "start the daemon once (`lousho observe --db PATH`) to create the store"

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import duckdb
-import polars as pl
 import pyarrow as pa
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -21,7 +20,7 @@ from starlette.types import ASGIApp
 
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
-from lousho.observe.errors import ObserveError, StoreCorrupt
+from lousho.observe.errors import ObserveError, SqlBusy, StoreCorrupt
 from lousho.observe.http_guard import HostGuard
 from lousho.observe.http_layers import (
     GRPC_INTERNAL,
@@ -33,6 +32,8 @@ from lousho.observe.http_layers import (
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json, decode_protobuf
 from lousho.observe.page import build_page, mount
+from lousho.observe.sql_json import row_keys, rows_json
+from lousho.observe.sql_pool import SqlPool
 from lousho.observe.trigger import AgentSpec
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
@@ -92,39 +93,45 @@ def build_app(
                           "the daemon's log has the cause; do not resend this batch")
         return _export_response(base, decoded)
 
+    sql_pool = SqlPool(config.sql_workers, queue=config.sql_workers)
+
     async def sql(request: Request) -> Response:
+        # A JSON body only: a web page can send text/plain or a form without a CORS preflight.
+        ctype = request.headers.get("content-type", "")
+        if ctype.split(";", 1)[0].strip().lower() != "application/json":
+            return _error(request, 415, "LOUSHO_SQL_UNSUPPORTED_MEDIA_TYPE",
+                          f"Content-Type {ctype or '(none)'!r} is not supported",
+                          "send Content-Type: application/json")
         try:
             doc = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST",
-                          "the body must be JSON: {\"query\": ..., \"params\": [...]}")
+            doc = None
         if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
             return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST",
                           "the body must be JSON: {\"query\": ..., \"params\": [...]}")
+        as_arrow = ARROW_STREAM in request.headers.get("accept", "")
 
-        def run() -> sql_api.QueryResult:
+        def run() -> tuple[bytes, bool]:
             con: duckdb.DuckDBPyConnection = reader_factory()
             try:
-                return sql_api.run_query(
+                result = sql_api.run_query(
                     con, doc["query"], doc.get("params"),
                     timeout=config.sql_timeout_s, max_rows=config.sql_max_rows,
                 )
             finally:
                 con.close()
+            # Encoded here, on the SQL worker: a million rows must not stall the event loop.
+            body = _arrow_bytes(result.table) if as_arrow else _json_bytes(result)
+            return body, result.truncated
 
         try:
-            result = await run_in_threadpool(run)
+            body, truncated = await sql_pool.run(run)
+        except SqlBusy as e:
+            return _error(request, 503, e.code, e.message, e.hint, retry_after=config.retry_after_s)
         except ObserveError as e:
             return _error(request, 400, e.code, e.message, e.hint)
-        headers = {"x-lousho-truncated": "true"} if result.truncated else {}
-        if ARROW_STREAM in request.headers.get("accept", ""):
-            return Response(_arrow_bytes(result.table), media_type=ARROW_STREAM, headers=headers)
-        frame = pl.from_arrow(result.table)
-        assert isinstance(frame, pl.DataFrame)
-        rows = frame.write_json() if frame.height else "[]"
-        truncated = "true" if result.truncated else "false"
-        body = f'{{"columns":{json.dumps(frame.columns)},"rows":{rows},"truncated":{truncated}}}'
-        return Response(body, media_type="application/json", headers=headers)
+        headers = {"x-lousho-truncated": "true"} if truncated else {}
+        return Response(body, media_type=ARROW_STREAM if as_arrow else "application/json", headers=headers)
 
     async def healthz(request: Request) -> Response:
         damage = metrics.store_damage
@@ -181,6 +188,14 @@ def _unavailable(request: Request, config: DaemonConfig, metrics: Metrics) -> Re
         request, 503, "LOUSHO_OBSERVE_BUSY", "the admission queue is full",
         "retry after the Retry-After delay", GRPC_UNAVAILABLE, retry_after=config.retry_after_s,
     )
+
+
+def _json_bytes(result: sql_api.QueryResult) -> bytes:
+    """``{"columns", "keys", "rows", "truncated"}``; the value mapping is ``sql_json``'s."""
+    columns = result.table.column_names
+    head = json.dumps({"columns": columns, "keys": row_keys(columns)}, ensure_ascii=False, separators=(",", ":"))
+    truncated = "true" if result.truncated else "false"
+    return f'{head[:-1]},"rows":{rows_json(result.table)},"truncated":{truncated}}}'.encode()
 
 
 def _arrow_bytes(table: pa.Table) -> bytes:

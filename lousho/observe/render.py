@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import sys
+from typing import Any
 
 import click
 import polars as pl
+import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
@@ -35,6 +39,47 @@ def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = Non
             table.add_row(*(safe_text("" if v is None else _short(visible(v))) for v in row))
         console.print(table)
         console.print(f"{frame.height} row{'s' if frame.height != 1 else ''}")
+
+
+def print_table(table: pa.Table, fmt: str = "table") -> None:
+    """Print any SQL result, whatever its column types or names, through its JSON form (``sql_json``):
+    ``json`` an array of row objects (repeated names get ``_2``... keys), ``csv`` a header with the
+    names as given and nested values as JSON text, ``table`` a rich table."""
+    from lousho.observe.sql_json import plain_frame, rows_json, table_rows
+
+    columns = table.column_names
+    if fmt == "json":
+        click.echo(rows_json(table))
+    elif fmt == "csv":
+        out = click.get_text_stream("stdout")
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        plain = plain_frame(table)
+        if plain is not None:  # a million plain rows in a second, not ten
+            out.write(plain.write_csv(include_header=False))
+        else:
+            writer.writerows([_cell(v) for v in row] for row in table_rows(table))
+        out.flush()
+    else:
+        rows = table_rows(table)
+        console = table_console()
+        view = Table(show_lines=False)
+        for name in columns:
+            view.add_column(safe_text(name), overflow="fold")
+        for row in rows:
+            view.add_row(*(safe_text(_short(visible(_cell(v)))) for v in row))
+        console.print(view)
+        console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
 
 
 def _short(text: str, limit: int = 80) -> str:

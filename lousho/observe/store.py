@@ -101,6 +101,7 @@ class SpanStore:
             schema.migrate(self._con)
             if verify:
                 store_damage.verify_tables(self._con, path)
+            lock_configuration(self._con)
         except duckdb.Error as e:
             self._con.close()
             raise store_damage.open_error(path, e) from None
@@ -166,6 +167,16 @@ class SpanStore:
         if self._on_damage is not None:
             self._on_damage(self.damaged)
         raise self.damaged from error
+
+
+def lock_configuration(con: duckdb.DuckDBPyConnection) -> None:
+    """Freeze every setting of the database instance, for all its connections, from now on.
+
+    The SQL API shares this instance: without the lock a SELECT could call ``enable_logging``
+    (file logging aborts the process on its next query) or ``enable_profiling``. Call it after the
+    owner's own settings are in place; the writer's inserts and CHECKPOINTs change no setting.
+    """
+    con.execute("SET lock_configuration = true")
 
 
 def open_read_only(path: Path) -> duckdb.DuckDBPyConnection:

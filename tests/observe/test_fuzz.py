@@ -150,6 +150,113 @@ def _assert_good_spans_kept(url: str, reply, trace_id: bytes, storable: bool, re
     assert rows == [{"n": 3 if storable else 2}]
 
 
+# --- The SQL API: no generated query that writes or reconfigures gets through, or gets a 5xx. ---
+
+_sql_settings = settings(max_examples=150, deadline=None, derandomize=True,
+                         suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+_WRITES = [
+    "DELETE FROM spans RETURNING 1",
+    "DELETE FROM lousho_schema RETURNING 1",
+    "UPDATE spans SET name = 'forged' RETURNING 1",
+    "UPDATE lousho_schema SET version = 999 RETURNING 1",
+    "UPDATE scores SET score_value = 1.0 RETURNING 1",
+    "INSERT INTO scores SELECT * FROM scores RETURNING 1",
+    "INSERT INTO lousho_schema VALUES (999, 'x', now()) RETURNING 1",
+]
+
+
+def _side_effect_names() -> tuple[list[str], list[str]]:
+    """From this DuckDB's own catalogue, independently of the guard: the table functions that
+    configure, checkpoint, run SQL or read files, and every scalar it marks volatile or
+    side-effecting but for those that only return a value."""
+    import duckdb
+
+    con = duckdb.connect()
+    tables = con.execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'table' AND ("
+        "regexp_matches(function_name, '^(enable|disable|truncate|force|register|deregister|create|destroy|"
+        "add|remove)_|checkpoint|^query|execute|^read_|^parquet_|scan|^glob$|sniff|secret|^duckdb_logs'))"
+    ).fetchall()
+    scalars = con.execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'scalar' "
+        "AND (has_side_effects OR stability = 'VOLATILE') AND function_name NOT IN ('random', 'uuid', "
+        "'uuidv4', 'uuidv7', 'gen_random_uuid', 'error', 'stats', 'vector_type', 'current_query', "
+        "'current_query_id', 'current_connection_id', 'current_transaction_id', 'currval')"
+    ).fetchall()
+    con.close()
+    return sorted(name for (name,) in tables), sorted(name for (name,) in scalars)
+
+
+_TABLE_FUNCTIONS, _SCALARS = _side_effect_names()
+
+# Each wraps a SELECT (``{}``) into another SELECT: nesting, subqueries, UNION branches, RECURSIVE.
+_SELECT_WRAPPERS = [
+    "SELECT * FROM ({})",
+    "SELECT 1 AS n UNION ALL (SELECT count(*) FROM ({}))",
+    "(SELECT count(*) FROM ({})) UNION SELECT 2",
+    "SELECT (SELECT count(*) FROM ({})) AS n",
+    "SELECT 1 AS n WHERE EXISTS ({})",
+    "WITH y AS ({}) SELECT * FROM y",
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 2), y AS ({}) SELECT * FROM y, r",
+    "SELECT * FROM range(1) AS t, LATERAL ({})",
+]
+# Each turns a data-modifying statement (``{}``) into a SELECT: the only place DuckDB accepts one.
+_CTE_WRAPPERS = [
+    "WITH x AS ({}) SELECT * FROM x",
+    "WITH x AS MATERIALIZED ({}) SELECT count(*) FROM x",
+    "WITH RECURSIVE x AS ({}) SELECT * FROM x",
+    "WITH a AS (SELECT 1), x AS ({}) SELECT * FROM x, a",
+]
+
+
+def _case(draw, name: str) -> str:
+    return draw(st.sampled_from([name, name.upper(), name.title(), f"main.{name}"]))
+
+
+@st.composite
+def writing_queries(draw) -> str:
+    query = draw(st.sampled_from(_CTE_WRAPPERS)).format(draw(st.sampled_from(_WRITES)))
+    for _ in range(draw(st.integers(0, 3))):
+        query = draw(st.sampled_from(_SELECT_WRAPPERS)).format(query)
+    return query
+
+
+@st.composite
+def side_effect_calls(draw) -> str:
+    if draw(st.booleans()):
+        query = f"SELECT * FROM {_case(draw, draw(st.sampled_from(_TABLE_FUNCTIONS)))}()"
+    else:
+        call = f"{_case(draw, draw(st.sampled_from(_SCALARS)))}(1)"
+        query = draw(st.sampled_from([
+            "SELECT {} AS v", "SELECT 1 AS v WHERE {} IS NULL", "SELECT list_transform([1], x -> {}) AS v",
+            "SELECT count(*) AS v FROM range(2) GROUP BY {}",
+        ])).format(call)
+    for _ in range(draw(st.integers(0, 2))):
+        query = draw(st.sampled_from(_SELECT_WRAPPERS)).format(query)
+    return query
+
+
+def _store_state(url: str) -> tuple[bytes, bytes]:
+    def one(query: str) -> bytes:
+        reply = post(url, "/v1/sql", json.dumps({"query": query}).encode(), "application/json")
+        assert reply.status == 200, reply.body
+        return reply.body
+    return (one("SELECT count(*) AS n, count(DISTINCT name) AS names FROM spans"),
+            one("SELECT max(version) AS v, count(*) AS n FROM lousho_schema"))
+
+
+def _assert_refused(url: str, query: str) -> None:
+    before = _store_state(url)
+    reply = post(url, "/v1/sql", json.dumps({"query": query}).encode(), "application/json")
+    assert 400 <= reply.status < 500, (query, reply.status, reply.body[:300])
+    error = reply.json()["error"]
+    # DuckDB's parser itself rejects some forms (a DML statement under WITH RECURSIVE): also a refusal.
+    assert error["code"] == "LOUSHO_SQL_REFUSED" or (
+        error["code"] == "LOUSHO_SQL_FAILED" and "does not parse" in error["message"]), (query, error)
+    assert _store_state(url) == before, query
+
+
 @pytest.mark.system
 @pytest.mark.slow
 @_settings
@@ -159,6 +266,12 @@ def test_out_of_range_values_in_protobuf_never_lose_the_batch(shared_daemon, cas
     reply = post(shared_daemon.url, "/v1/traces", req.SerializeToString(), "application/x-protobuf")
     rejected = ExportTraceServiceResponse.FromString(reply.body).partial_success.rejected_spans
     _assert_good_spans_kept(shared_daemon.url, reply, trace_id, storable, rejected)
+
+
+@_sql_settings
+@given(query=writing_queries())
+def test_generated_data_modifying_query_is_refused_and_changes_nothing(shared_daemon, query):
+    _assert_refused(shared_daemon.url, query)
 
 
 @pytest.mark.system
@@ -180,3 +293,15 @@ def test_out_of_range_values_in_json_never_lose_the_batch(shared_daemon, case, b
     body = reply.json() if reply.status == 200 else {}
     rejected = int(body.get("partialSuccess", {}).get("rejectedSpans", 0))
     _assert_good_spans_kept(shared_daemon.url, reply, trace_id, storable, rejected)
+
+
+@_sql_settings
+@given(query=side_effect_calls())
+def test_generated_side_effecting_call_is_refused_and_changes_nothing(shared_daemon, query):
+    _assert_refused(shared_daemon.url, query)
+
+
+@pytest.mark.system
+def test_daemon_still_serves_sql_after_fuzzing(shared_daemon):
+    reply = post(shared_daemon.url, "/v1/sql", b'{"query": "SELECT count(*) AS n FROM spans"}', "application/json")
+    assert reply.status == 200

@@ -63,11 +63,11 @@ def runs(
 
 def live_revision(store: StoreClient, agent: str) -> str | None:
     """The newest harness revision the agent's non-probe runs used; None when it has none."""
+    # Over the runs, not the spans with a lousho run id: a run may be any GenAI trace (runs_view).
     frame = store.sql(
-        "SELECT arg_max(harness_revision, start_ns) AS revision FROM spans "
-        "WHERE run_id IS NOT NULL AND agent_name = ? AND harness_revision IS NOT NULL "
-        "AND NOT coalesce(probe, false)",
-        [agent],
+        f"SELECT arg_max(harness_revision, started_ns) AS revision FROM ({runs_select('agent_name = ?')}) "
+        "WHERE agent = ? AND harness_revision IS NOT NULL AND NOT probe",
+        [agent, agent],
     )
     return frame["revision"][0] if frame.height else None
 

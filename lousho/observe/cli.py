@@ -13,6 +13,7 @@ from rich.tree import Tree
 
 from lousho.observe.client import DaemonClient, StoreClient, connect
 from lousho.observe.config import MIB, DaemonConfig
+from lousho.observe.empty_runs import why_no_runs
 from lousho.observe.errors import DaemonUnreachable, RunNotFound
 from lousho.observe.render import print_frame
 from lousho.observe.runs_view import newest_runs_queries, runs_select
@@ -123,7 +124,8 @@ def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_c
 RUN_COLUMNS = (
     "run_id, agent, harness_revision, case_id, status, passed, attempts, started_at, "
     "duration_s, input_tokens, output_tokens, cost_usd, model_calls, tool_calls, error_type, "
-    "error_message, probe, healed_from"
+    "error_message, probe, healed_from, model, provider, cache_read_tokens, cache_creation_tokens, "
+    "reasoning_tokens, cost_source, conversation_id"
 )
 
 
@@ -143,21 +145,24 @@ def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None
     store = open_store(url, db, token)
     try:
         frame = newest_runs(store, agent=agent, failed=failed, limit=limit)
+        empty_note = why_no_runs(store, agent) if frame.height == 0 and not failed else None
     finally:
         store.close()
     if as_json:
         print_frame(frame, "json")
     else:
         print_frame(frame.select("run_id", "agent", "harness_revision", "status", "passed",
-                                 "attempts", "started_at", "input_tokens", "output_tokens",
-                                 "error_type"), "table")
+                                 "attempts", "started_at", "model", "input_tokens", "output_tokens",
+                                 "cost_usd", "error_type"), "table")
+    if empty_note:
+        click.echo(empty_note, err=True)
 
 
 # Narrowed by widening time windows before aggregating (runs_view.newest_runs_queries): on 1M runs
 # 0.45 s instead of 4.3 s, and exact because the last window is everything.
 def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int) -> pl.DataFrame:
     """The ``limit`` newest runs (of ``agent``; only failed ones with ``failed``), newest first."""
-    newest = store.sql("SELECT max(start_ns) AS ns FROM spans WHERE run_id IS NOT NULL")["ns"][0]
+    newest = store.sql("SELECT max(start_ns) AS ns FROM spans")["ns"][0]
     frame = store.sql(f"SELECT {RUN_COLUMNS}, started_ns FROM runs WHERE false")
     if newest is None:
         return frame.drop("started_ns")

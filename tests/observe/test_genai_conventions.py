@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from otlp_bodies import NS, kv, new_ids, request
 
-from lousho.observe import cost, schema
+from lousho.observe import schema
 from lousho.observe.otlp_decode import decode_request
 from lousho.observe.store import SpanStore
 
@@ -106,6 +106,8 @@ def test_exclusive_input_tokens_are_made_inclusive_of_cache(tmp_path):
 
 
 def test_pricing_never_reaches_the_network():
+    from lousho.observe import cost
+
     connects: list[tuple] = []
 
     def hook(event: str, args: tuple) -> None:

@@ -16,7 +16,7 @@ import pytest
 from daemon_support import sql
 from genai_support import drive, lousho, model, wait_for_runs  # noqa: F401 (model is a fixture)
 
-from lousho.analysis import cases_from_failures
+from lousho.analysis import cases_from_failures, pass_rates, runs
 from lousho.observe import connect
 from lousho.observe.process import DaemonProcess, start_daemon
 
@@ -39,8 +39,14 @@ def test_failures_of_an_uninstrumented_agent_become_cases_with_the_users_input(
     store = connect(shared_daemon.url)
     try:
         cases = cases_from_failures(store, agent)
+        frame = runs(store, agent=agent)
     finally:
         store.close()
+    # pass_rates sums cost as it sums tokens: the gate's cost rule can be read in dollars.
+    [rate] = pass_rates(frame).iter_rows(named=True)
+    assert (rate["harness_revision"], rate["runs"], rate["passes"]) == ("v7", 3, 1)
+    assert rate["cost_usd"] == pytest.approx(frame.filter(frame["passed"].is_not_null())["cost_usd"].sum())
+    assert rate["cost_per_passing_run"] == pytest.approx(rate["cost_usd"])
     rows = {row["input"].lower().replace("  ", " "): row for row in cases.iter_rows(named=True)}
     assert set(rows) == {"what is the weather in paris?", "fault: weather in rome?"}
     assert all(row["count"] == 2 and row["revision"] == "v7" for row in rows.values())

@@ -68,42 +68,77 @@ _OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "traceloop.entity.outp
 _ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
 
 
+# Index 0 of the messages other conventions flatten into keys: their presence says there are some.
+_FLAT_INPUT_KEYS = ("llm.input_messages.0.message.role", "llm.input_messages.0.message.content",
+                    "gen_ai.prompt.0.role", "gen_ai.prompt.0.content")
+_FLAT_OUTPUT_KEYS = ("llm.output_messages.0.message.role", "llm.output_messages.0.message.content",
+                     "gen_ai.completion.0.role", "gen_ai.completion.0.content")
+_AGENT_FAMILY = frozenset((*_AGENT_KEYS, "traceloop.span.kind", "openinference.span.kind"))
+_TOKEN_FAMILY = frozenset(("llm.usage.prompt_tokens", "llm.usage.completion_tokens", *_CACHE_READ_KEYS,
+                           *_CACHE_CREATION_KEYS, *_REASONING_KEYS))
+_INPUT_FAMILY = frozenset((*_INPUT_KEYS, *_FLAT_INPUT_KEYS))
+_OUTPUT_FAMILY = frozenset((*_OUTPUT_KEYS, *_FLAT_OUTPUT_KEYS))
+# Every key refine reads: one set intersection per span tells which of its steps have anything to do,
+# so a span of keys it does not know costs about a microsecond (docs/performance.md).
+_WATCHED = frozenset((*_AGENT_FAMILY, *_REVISION_KEYS, "llm.invocation_parameters", *_SESSION_KEYS,
+                      *_CALL_ID_KEYS, *_SKILL_KEYS, *_TOKEN_FAMILY, "operation.cost", *_INPUT_FAMILY,
+                      *_OUTPUT_FAMILY))
+
+
 def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[str, Any]], span_name: str,
            start_ns: int) -> None:
     """Fill this module's columns for the span just appended to ``cols`` (its values are the last ones),
     and complete the promoted columns ``normalise`` left empty."""
-    if cols["agent_name"][-1] is None:
-        cols["agent_name"][-1] = _agent(attrs, span_name, cols["operation"][-1])
-    if cols["harness_revision"][-1] is None:
-        cols["harness_revision"][-1] = _first_text(attrs, _REVISION_KEYS)
-    if cols["request_model"][-1] is None:
-        cols["request_model"][-1] = _invocation_model(attrs)
-    session = cols["conversation_id"][-1]
-    if session is None:
-        session = _first_text(attrs, _SESSION_KEYS)
-    cols["conversation_id"][-1] = _unquote(session) if session is not None else None
-    if cols["error_type"][-1] is None and events:
+    present = _WATCHED.intersection(attrs)
+    operation = cols["operation"][-1]
+    agents = cols["agent_name"]
+    if agents[-1] is None and (operation == "invoke_agent" or (present and not present.isdisjoint(_AGENT_FAMILY))):
+        agents[-1] = _agent(attrs, span_name, operation)
+    sessions = cols["conversation_id"]
+    if present:
+        if "gen_ai.agent.version" in present and cols["harness_revision"][-1] is None:
+            cols["harness_revision"][-1] = _first_text(attrs, _REVISION_KEYS)
+        if "llm.invocation_parameters" in present and cols["request_model"][-1] is None:
+            cols["request_model"][-1] = _invocation_model(attrs)
+        if sessions[-1] is None and not present.isdisjoint(_SESSION_KEYS):
+            sessions[-1] = _first_text(attrs, _SESSION_KEYS)
+    session = sessions[-1]
+    if session is not None and session[:1] == '"':
+        sessions[-1] = _unquote(session)
+    if events and cols["error_type"][-1] is None:
         cols["error_type"][-1] = _exception_type(events)
-    cols["call_id"].append(_first_text(attrs, _CALL_ID_KEYS))
-    cols["skill_name"].append(_first_text(attrs, _SKILL_KEYS))
+    cols["call_id"].append(_first_text(attrs, _CALL_ID_KEYS) if "gen_ai.agent.call.id" in present else None)
+    cols["skill_name"].append(_first_text(attrs, _SKILL_KEYS) if "gen_ai.skill.name" in present else None)
 
     details = _details(events) if events else None
-    cols["input_text"].append(input_text(attrs, details))
-    cols["output_text"].append(output_text(attrs, details))
+    if details is None and not present:
+        cols["input_text"].append(None)
+        cols["output_text"].append(None)
+    else:
+        has_input = details is not None or not present.isdisjoint(_INPUT_FAMILY)
+        cols["input_text"].append(input_text(attrs, details) if has_input else None)
+        has_output = details is not None or not present.isdisjoint(_OUTPUT_FAMILY)
+        cols["output_text"].append(output_text(attrs, details) if has_output else None)
 
-    input_tokens = _first_int(attrs, _INPUT_TOKEN_KEYS)
-    output_tokens = _first_int(attrs, _OUTPUT_TOKEN_KEYS)
-    cache_read = _first_int(attrs, _CACHE_READ_KEYS)
-    cache_creation = _first_int(attrs, _CACHE_CREATION_KEYS)
-    reasoning = _first_int(attrs, _REASONING_KEYS)
-    input_tokens = inclusive_input(input_tokens, cache_read, cache_creation)
-    cols["input_tokens"][-1] = input_tokens
-    cols["output_tokens"][-1] = output_tokens
+    input_tokens = cols["input_tokens"][-1]
+    output_tokens = cols["output_tokens"][-1]
+    cache_read = cache_creation = reasoning = None
+    if present and not present.isdisjoint(_TOKEN_FAMILY):
+        input_tokens = _first_int(attrs, _INPUT_TOKEN_KEYS)
+        output_tokens = _first_int(attrs, _OUTPUT_TOKEN_KEYS)
+        cache_read = _first_int(attrs, _CACHE_READ_KEYS)
+        cache_creation = _first_int(attrs, _CACHE_CREATION_KEYS)
+        reasoning = _first_int(attrs, _REASONING_KEYS)
+        input_tokens = inclusive_input(input_tokens, cache_read, cache_creation)
+        cols["input_tokens"][-1] = input_tokens
+        cols["output_tokens"][-1] = output_tokens
     cols["cache_read_tokens"].append(cache_read)
     cols["cache_creation_tokens"].append(cache_creation)
     cols["reasoning_tokens"].append(reasoning)
 
-    reported = _first_float(attrs, _COST_KEYS)
+    reported = cols["cost_usd"][-1]
+    if reported is None and "operation.cost" in present:
+        reported = _first_float(attrs, _COST_KEYS)
     if reported is not None:
         cols["cost_usd"][-1] = reported
         cols["cost_source"].append("reported")

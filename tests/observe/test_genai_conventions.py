@@ -5,6 +5,7 @@ migrating on open. Real decoder, real DuckDB store."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -199,3 +200,24 @@ def test_lousho_runs_says_why_when_the_store_has_spans_but_no_run(tmp_path):
     assert "0 rows" in done.stdout
     assert "no runs, though the store has 1 span" in done.stderr
     assert "docs/observe.md#what-makes-a-run" in done.stderr
+
+
+@pytest.mark.parametrize(("provider", "model"), [
+    ("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4-5"), ("google", "gemini-2.5-pro"),
+    ("deepseek", "deepseek-chat")])
+def test_the_fast_price_equals_the_tables_own_calculation_across_usages_and_tiers(provider, model):
+    from lousho.observe import cost
+
+    rng = random.Random(14)
+    for _ in range(200):
+        # Around 200k input tokens, where tiered models change price.
+        input_tokens = rng.choice([rng.randint(0, 5_000), rng.randint(0, 400_000), 199_999, 200_000, 200_001])
+        cache_read = rng.randint(0, input_tokens // 2)
+        cache_write = rng.randint(0, (input_tokens - cache_read) // 2)
+        output_tokens = rng.randint(0, 5_000)
+        reasoning = rng.randint(0, output_tokens)
+        got = cost.price(provider, (model,), cost.Tokens(input_tokens, output_tokens, cache_read, cache_write,
+                                                         reasoning), NS)
+        assert got == table_price(provider, model, input_tokens=input_tokens, output_tokens=output_tokens,
+                                  cache_read_tokens=cache_read, cache_write_tokens=cache_write,
+                                  output_reasoning_tokens=reasoning)

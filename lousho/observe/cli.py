@@ -182,17 +182,21 @@ def runs_show(ctx: click.Context, run_id: str, as_json: bool) -> None:
     """One run: its summary, span tree (every attempt) and scores."""
     store = open_store(**ctx.obj)
     try:
-        run = store.sql(f"SELECT {RUN_COLUMNS}, input, output FROM ({runs_select('run_id = ?')})", [run_id])
+        run = store.sql(f"SELECT {RUN_COLUMNS}, input, output, last_trace_id FROM ({runs_select('run_id = ?')})",
+                        [run_id])
         if run.height == 0:
             raise RunNotFound(f"no run {run_id!r} in {store.target}")
-        traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ?"
+        # A run without lousho.run.id is its one trace, the last (and only) one the row names.
+        traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ? UNION SELECT ?"
+        last = run["last_trace_id"][0]
+        run = run.drop("last_trace_id")
         spans = store.sql(
             "SELECT trace_id, span_id, parent_span_id, name, operation, status_code, "
             "status_message, start_ns, duration_ns, input_tokens, output_tokens, tool_name, "
-            f"events FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns", [run_id])
+            f"events FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns", [run_id, last])
         scores = store.sql(
             "SELECT trace_id, span_id, name, score_value, score_label, passed, failed_check, "
-            f"explanation FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns", [run_id])
+            f"explanation FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns", [run_id, last])
     finally:
         store.close()
     if as_json:

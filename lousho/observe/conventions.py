@@ -110,8 +110,10 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
     cols["call_id"].append(_first_text(attrs, _CALL_ID_KEYS) if "gen_ai.agent.call.id" in present else None)
     cols["skill_name"].append(_first_text(attrs, _SKILL_KEYS) if "gen_ai.skill.name" in present else None)
 
+    # A span with lousho.run.id keeps its run's input and output in the `input`/`output` columns, as before
+    # (runs_view reads those for such runs): no message parsing for it.
     details = _details(events) if events else None
-    if details is None and not present:
+    if (details is None and not present) or cols["run_id"][-1] is not None:
         cols["input_text"].append(None)
         cols["output_text"].append(None)
     else:
@@ -145,9 +147,11 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
         return
     priced = None
     if input_tokens is not None or output_tokens is not None:
-        priced = cost.price(cols["provider"][-1], (cols["response_model"][-1], cols["request_model"][-1]),
-                            cost.Tokens(input_tokens or 0, output_tokens or 0, cache_read or 0,
-                                        cache_creation or 0, reasoning or 0), start_ns)
+        provider = cols["provider"][-1]
+        models = (cols["response_model"][-1], cols["request_model"][-1])
+        if not cost.known_unpriced(provider, models):
+            priced = cost.price(provider, models, cost.Tokens(input_tokens or 0, output_tokens or 0, cache_read or 0,
+                                                              cache_creation or 0, reasoning or 0), start_ns)
     cols["cost_usd"][-1] = priced
     cols["cost_source"].append("price-table" if priced is not None else None)
 

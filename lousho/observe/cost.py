@@ -37,6 +37,10 @@ _PROVIDER_IDS = {
 
 # (provider, model) -> the table's provider id to price it with, or False when the table has no price.
 _known: dict[tuple[str | None, str], str | bool] = {}
+# Model names come from the senders: the memories are bounded, and start over when full.
+_MAX_REMEMBERED = 10_000
+# (provider, models) none of which the table prices: one set lookup per span of an unpriced model.
+_unpriced: set[tuple[str | None, tuple[str | None, ...]]] = set()
 
 
 class Tokens(NamedTuple):
@@ -49,8 +53,15 @@ class Tokens(NamedTuple):
     reasoning: int = 0
 
 
+def known_unpriced(provider: str | None, models: tuple[str | None, ...]) -> bool:
+    """Whether the table is already known to price none of ``models`` (checked before building the usage)."""
+    return (provider, models) in _unpriced
+
+
 def price(provider: str | None, models: tuple[str | None, ...], tokens: Tokens, start_ns: int) -> float | None:
     """The table's price in USD of a call, for the first of ``models`` it knows; None when it knows none."""
+    if (provider, models) in _unpriced:
+        return None
     for model in models:
         if not model:
             continue
@@ -69,6 +80,9 @@ def price(provider: str | None, models: tuple[str | None, ...], tokens: Tokens, 
             # A usage the model's prices cannot express (e.g. a unit it has no price for): unpriced.
             return None
         return float(total)
+    if len(_unpriced) >= _MAX_REMEMBERED:
+        _unpriced.clear()
+    _unpriced.add((provider, models))
     return None
 
 
@@ -154,6 +168,8 @@ def _resolve(provider: str | None, model: str) -> str | bool:
     key = (provider, model)
     if key in _known:
         return _known[key]
+    if len(_known) >= _MAX_REMEMBERED:
+        _known.clear()
     candidates = []
     if provider:
         candidates.append(_PROVIDER_IDS.get(provider.lower(), provider.lower()))

@@ -221,3 +221,31 @@ def test_the_fast_price_equals_the_tables_own_calculation_across_usages_and_tier
         assert got == table_price(provider, model, input_tokens=input_tokens, output_tokens=output_tokens,
                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write,
                                   output_reasoning_tokens=reasoning)
+
+
+def test_a_trace_is_one_run_rooted_at_its_outermost_agent_span_with_the_frameworks_run_id(tmp_path):
+    trace_id, _ = new_ids()
+    # A workflow root (no agent span) around an agent that delegates to another; Pydantic AI-style call ids.
+    root = span(name="nightly.workflow", trace_id=trace_id, **{"traceloop.span.kind": "workflow",
+                                                               "traceloop.entity.name": "nightly"})
+    outer = span(name="invoke_agent planner", parent=root.span_id, trace_id=trace_id, **{
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner", "gen_ai.agent.call.id": "call-1",
+        "gen_ai.agent.version": "v3"})
+    outer.start_time_unix_nano = NS + 1_000
+    inner = span(name="invoke_agent writer", parent=outer.span_id, trace_id=trace_id, **{
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "writer", "gen_ai.agent.call.id": "call-2"})
+    inner.start_time_unix_nano = NS + 2_000
+    skill = span(name="load_skill pdf", parent=inner.span_id, trace_id=trace_id, **{
+        "gen_ai.operation.name": "execute_tool", "gen_ai.skill.name": "pdf"})
+    chat = span(parent=inner.span_id, trace_id=trace_id, status=Status.STATUS_CODE_ERROR, **{
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "error.type": "timeout"})
+    store = SpanStore(tmp_path / "s.duckdb")
+    try:
+        store.append([decode_request(request([root, outer, inner, skill, chat], service="svc"))])
+        rows = store.reader().execute(
+            "SELECT run_id, agent, harness_revision, status, error_type, skills, model, model_calls FROM runs"
+        ).fetchall()
+    finally:
+        store.close()
+    # The outermost agent span is the root, not the workflow span; a failed child fails the run.
+    assert rows == [("call-1", "planner", "v3", "error", "timeout", ["pdf"], "gpt-4o-mini", 1)]

@@ -18,6 +18,7 @@ COMMANDS = {
     "observe": "lousho.observe.cli:observe",
     "sql": "lousho.observe.cli:sql",
     "runs": "lousho.observe.cli:runs",
+    "sessions": "lousho.observe.sessions_cli:sessions",
     "stats": "lousho.analysis.cli:stats",
     "agent": "lousho.agent.cli:agent",
     "models": "lousho.models.cli:models",

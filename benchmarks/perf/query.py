@@ -199,7 +199,16 @@ SELECT
         || CASE WHEN failed THEN '0.0,"gen_ai.evaluation.score.label":"fail"'
                 ELSE '1.0,"gen_ai.evaluation.score.label":"pass"' END || '}}]' END AS events,
     NULL AS links,
-    end_ns + 5_000_000 AS received_ns
+    end_ns + 5_000_000 AS received_ns,
+    -- Schema migration 2 (conventions.py): these spans carry lousho.run.id, so no message text.
+    NULL AS call_id,
+    NULL AS cache_read_tokens,
+    NULL AS cache_creation_tokens,
+    NULL AS reasoning_tokens,
+    CASE WHEN is_chat THEN 'reported' END AS cost_source,
+    NULL AS skill_name,
+    NULL AS input_text,
+    NULL AS output_text
 FROM t
 """
 

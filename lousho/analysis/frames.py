@@ -63,22 +63,23 @@ def runs(
 
 def live_revision(store: StoreClient, agent: str) -> str | None:
     """The newest harness revision the agent's non-probe runs used; None when it has none."""
+    # Over the runs, not the spans with a lousho run id: a run may be any GenAI trace (runs_view).
     frame = store.sql(
-        "SELECT arg_max(harness_revision, start_ns) AS revision FROM spans "
-        "WHERE run_id IS NOT NULL AND agent_name = ? AND harness_revision IS NOT NULL "
-        "AND NOT coalesce(probe, false)",
-        [agent],
+        f"SELECT arg_max(harness_revision, started_ns) AS revision FROM ({runs_select('agent_name = ?')}) "
+        "WHERE agent = ? AND harness_revision IS NOT NULL AND NOT probe",
+        [agent, agent],
     )
     return frame["revision"][0] if frame.height else None
 
 
 def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k: int = 3) -> pl.DataFrame:
-    """Pass rate with a 95% Wilson interval, unbiased pass^k and tokens per passing run, by ``by``.
+    """Pass rate with a 95% Wilson interval, unbiased pass^k, tokens and cost per passing run, by ``by``.
 
     Only scored runs count (``passed`` not NULL). pass^k is averaged over cases (``case_id``),
     each case's ``C(c, k) / C(n, k)`` over its scored runs; cases with fewer than k runs are left
     out of it. Tokens per passing run is all input plus output tokens over the number of passing runs
-(NULL with no pass), the definition the gate's cost rule uses.
+(NULL with no pass), the definition the gate's cost rule uses; cost per passing run is the same in
+    USD over the runs' ``cost_usd`` (NULL also when no run has a known cost).
     """
     keys = [by] if isinstance(by, str) else list(by)
     scored = frame.filter(pl.col("passed").is_not_null()).with_columns(
@@ -88,18 +89,22 @@ def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k:
         return pl.DataFrame(schema={**{key: frame.schema.get(key, pl.String) for key in keys},
                                     "runs": pl.UInt32, "passes": pl.Int64, "pass_rate": pl.Float64,
                                     "wilson_low": pl.Float64, "wilson_high": pl.Float64,
-                                    f"pass_hat_{k}": pl.Float64, "tokens_per_passing_run": pl.Float64})
+                                    f"pass_hat_{k}": pl.Float64, "tokens_per_passing_run": pl.Float64,
+                                    "cost_usd": pl.Float64, "cost_per_passing_run": pl.Float64})
     summary = (
         scored.group_by(keys)
         .agg(
             runs=pl.len(),
             passes=pl.col("passed").cast(pl.Int64).sum(),
             tokens=pl.col("tokens").sum(),
+            # Summed over the runs with a known cost; NULL when none has one (unknown is not free).
+            cost_usd=pl.when(pl.col("cost_usd").is_not_null().any()).then(pl.col("cost_usd").sum()),
         )
         .with_columns(
             pass_rate=pl.col("passes") / pl.col("runs"),
             # What a success costs: all tokens over passing runs (the gate's cost rule uses the same).
             tokens_per_passing_run=pl.when(pl.col("passes") > 0).then(pl.col("tokens") / pl.col("passes")),
+            cost_per_passing_run=pl.when(pl.col("passes") > 0).then(pl.col("cost_usd") / pl.col("passes")),
         )
     )
     low, high = wilson_arrays(summary["passes"].to_numpy(), summary["runs"].to_numpy())
@@ -119,7 +124,7 @@ def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k:
     else:
         summary = summary.with_columns(pl.lit(None, dtype=pl.Float64).alias(f"pass_hat_{k}"))
     return summary.select(*keys, "runs", "passes", "pass_rate", "wilson_low", "wilson_high",
-                          f"pass_hat_{k}", "tokens_per_passing_run").sort(keys)
+                          f"pass_hat_{k}", "tokens_per_passing_run", "cost_usd", "cost_per_passing_run").sort(keys)
 
 
 def _ns(since: datetime | int) -> int:

@@ -14,6 +14,7 @@ from rich.tree import Tree
 from lousho.errors import UsageError
 from lousho.observe.client import DaemonClient, StoreClient, connect
 from lousho.observe.config import MIB, DaemonConfig
+from lousho.observe.empty_runs import why_no_runs
 from lousho.observe.errors import DaemonUnreachable, RunNotFound, SqlTruncated, TokenFileUnreadable
 from lousho.observe.render import print_frame, print_table, table_console
 from lousho.observe.runs_view import newest_runs_queries, runs_select
@@ -203,7 +204,8 @@ def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_c
 RUN_COLUMNS = (
     "run_id, agent, harness_revision, case_id, status, passed, attempts, started_at, "
     "duration_s, input_tokens, output_tokens, cost_usd, model_calls, tool_calls, error_type, "
-    "error_message, probe, healed_from"
+    "error_message, probe, healed_from, model, provider, cache_read_tokens, cache_creation_tokens, "
+    "reasoning_tokens, cost_source, conversation_id"
 )
 
 
@@ -223,21 +225,24 @@ def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None
     store = open_store(url, db, token)
     try:
         frame = newest_runs(store, agent=agent, failed=failed, limit=limit)
+        empty_note = why_no_runs(store, agent) if frame.height == 0 and not failed else None
     finally:
         store.close()
     if as_json:
         print_frame(frame, "json")
     else:
         print_frame(frame.select("run_id", "agent", "harness_revision", "status", "passed",
-                                 "attempts", "started_at", "input_tokens", "output_tokens",
-                                 "error_type"), "table")
+                                 "attempts", "started_at", "model", "input_tokens", "output_tokens",
+                                 "cost_usd", "error_type"), "table")
+    if empty_note:
+        click.echo(empty_note, err=True)
 
 
 # Narrowed by widening time windows before aggregating (runs_view.newest_runs_queries): on 1M runs
 # 0.45 s instead of 4.3 s, and exact because the last window is everything.
 def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int) -> pl.DataFrame:
     """The ``limit`` newest runs (of ``agent``; only failed ones with ``failed``), newest first."""
-    newest = store.sql("SELECT max(start_ns) AS ns FROM spans WHERE run_id IS NOT NULL")["ns"][0]
+    newest = store.sql("SELECT max(start_ns) AS ns FROM spans")["ns"][0]
     frame = store.sql(f"SELECT {RUN_COLUMNS}, started_ns FROM runs WHERE false")
     if newest is None:
         return frame.drop("started_ns")
@@ -257,17 +262,21 @@ def runs_show(ctx: click.Context, run_id: str, as_json: bool) -> None:
     """One run: its summary, span tree (every attempt) and scores."""
     store = open_store(**ctx.obj)
     try:
-        run = store.sql(f"SELECT {RUN_COLUMNS}, input, output FROM ({runs_select('run_id = ?')})", [run_id])
+        run = store.sql(f"SELECT {RUN_COLUMNS}, input, output, last_trace_id FROM ({runs_select('run_id = ?')})",
+                        [run_id])
         if run.height == 0:
             raise RunNotFound(f"no run {run_id!r} in {store.target}")
-        traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ?"
+        # A run without lousho.run.id is its one trace, the last (and only) one the row names.
+        traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ? UNION SELECT ?"
+        last = run["last_trace_id"][0]
+        run = run.drop("last_trace_id")
         spans = store.sql(
             "SELECT trace_id, span_id, parent_span_id, name, operation, status_code, "
             "status_message, start_ns, duration_ns, input_tokens, output_tokens, tool_name, "
-            f"events FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns", [run_id])
+            f"events FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns", [run_id, last])
         scores = store.sql(
             "SELECT trace_id, span_id, name, score_value, score_label, passed, failed_check, "
-            f"explanation FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns", [run_id])
+            f"explanation FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns", [run_id, last])
     finally:
         store.close()
     if as_json:

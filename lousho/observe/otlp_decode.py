@@ -25,7 +25,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from lousho.observe import normalise
+from lousho.observe import conventions, normalise
 from lousho.observe.schema import PROMOTED_TEXT
 
 EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -53,6 +53,8 @@ SPAN_FIELDS = (
     "resource",
     "events",
     "links",
+    *conventions.TEXT_COLUMNS,
+    *conventions.TOKEN_COLUMNS,
 )
 SCORE_FIELDS = (
     "key_hi",
@@ -232,6 +234,7 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
         for link in span.links
     ]
     cols["links"].append(_dumps(links) if links else None)
+    conventions.refine(cols, attrs, events, span.name, span.start_time_unix_nano)
     if events:
         run_id = cols["run_id"][-1]
         for seq, event in enumerate(events):

@@ -28,6 +28,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lousho.observe.empty_runs import HAS_RUN_SQL, explain
 from lousho.observe.errors import ObserveError
 from lousho.observe.page_agent import render_agent
 from lousho.observe.page_auth import PageToken, SecurityHeaders
@@ -51,11 +52,12 @@ from lousho.observe.page_html import (
 )
 from lousho.observe.page_recover import RecoveryState, read_state
 from lousho.observe.page_run import render_run
+from lousho.observe.page_sessions import newest_sessions, render_sessions
 from lousho.observe.trigger import AgentSpec
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-_EXACT = frozenset({"/", "/agents", "/recovery", CSS_PATH, "/favicon.ico"})
+_EXACT = frozenset({"/", "/sessions", "/agents", "/recovery", CSS_PATH, "/favicon.ico"})
 _PREFIXES = ("/runs/", "/agents/")
 
 
@@ -112,9 +114,17 @@ def build_page(
             form = _filters(sorted(set(registered) | set(agent_names(reader))),
                             revisions(reader, agent), agent, revision, failed, limit)
             body = join([el("h1", "Runs"), form, _runs_table(rows, limit)])
+            if not rows and not failed and not revision:
+                body = join([body, _why_empty(reader, agent)])
             return HTMLResponse(layout("runs", body, active="/"))
 
         return await with_reader(render)
+
+    async def sessions_page(request: Request) -> Response:
+        agent = request.query_params.get("agent") or None
+        limit = _limit(request.query_params.get("limit"))
+        return await with_reader(lambda reader: HTMLResponse(
+            layout("sessions", render_sessions(newest_sessions(reader, agent, limit)), active="/sessions")))
 
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -174,6 +184,7 @@ def build_page(
     routes = [
         Route("/", runs_page, methods=["GET"]),
         Route("/runs/{run_id:path}", run_page, methods=["GET"]),
+        Route("/sessions", sessions_page, methods=["GET"]),
         Route("/agents", agents_page, methods=["GET"]),
         Route("/agents/{name:path}", agent_page, methods=["GET"]),
         Route("/recovery", recovery_page, methods=["GET"]),
@@ -211,6 +222,13 @@ def _filters(agent_names: Sequence[str], revision_list: Sequence[str], agent: st
         el("a", "clear", href="/"),
         method="get", action="/", cls="filters",
     )
+
+
+def _why_empty(reader: Reader, agent: str | None) -> Safe:
+    spans = reader.rows("SELECT count(*) AS n FROM spans")[0]["n"]
+    runs = reader.rows(HAS_RUN_SQL)[0]["n"] if spans and agent else 0
+    note = explain(spans, runs, agent)
+    return el("p", note, cls="note", id="why-no-runs") if note else join([])
 
 
 def _runs_table(rows: list[dict[str, Any]], limit: int) -> Safe:

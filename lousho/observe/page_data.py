@@ -57,8 +57,10 @@ def agents(reader: Reader) -> list[dict[str, Any]]:
 
 def agent_names(reader: Reader) -> list[str]:
     """The agent names spans carry: one column scan, no count (the runs list asks this on every load)."""
-    rows = reader.rows("SELECT DISTINCT agent_name AS agent FROM spans WHERE agent_name IS NOT NULL AND "
-                       "run_id IS NOT NULL ORDER BY agent LIMIT 1000")
+    # A run's agent is its root's name, else its service's (runs_view): those spans are the ones to read.
+    rows = reader.rows("SELECT DISTINCT coalesce(agent_name, service_name) AS agent FROM spans "
+                       "WHERE coalesce(agent_name, service_name) IS NOT NULL AND (run_id IS NOT NULL OR "
+                       "operation = 'invoke_agent' OR parent_span_id IS NULL) ORDER BY agent LIMIT 1000")
     return [r["agent"] for r in rows]
 
 
@@ -75,7 +77,7 @@ def revisions(reader: Reader, agent: str | None) -> list[str]:
 def newest_runs(reader: Reader, *, agent: str | None, revision: str | None, failed: bool,
                 limit: int) -> list[dict[str, Any]]:
     """The ``limit`` newest runs matching the filters, newest first. Failed: errored or failed its check."""
-    newest = reader.rows("SELECT max(start_ns) AS ns FROM spans WHERE run_id IS NOT NULL")[0]["ns"]
+    newest = reader.rows("SELECT max(start_ns) AS ns FROM spans")[0]["ns"]
     if newest is None:
         return []
     rows: list[dict[str, Any]] = []
@@ -95,15 +97,17 @@ def run_detail(reader: Reader, run_id: str) -> tuple[dict[str, Any] | None, list
                         f"FROM ({runs_select('run_id = ?')})", [run_id])
     if not found:
         return None, [], []
-    traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ?"
+    # A run without lousho.run.id is its one trace, the last (and only) one the row names.
+    traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ? UNION SELECT ?"
+    last = found[0]["last_trace_id"]
     spans = reader.rows(
         "SELECT trace_id, span_id, parent_span_id, name, kind, operation, status_code, status_message, "
         "start_ns, end_ns, duration_ns, request_model, tool_name, input_tokens, output_tokens, cost_usd, "
         "error_type, attributes::VARCHAR AS attributes, events::VARCHAR AS events "
-        f"FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns, span_id LIMIT ?", [run_id, MAX_SPANS + 1])
+        f"FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns, span_id LIMIT ?", [run_id, last, MAX_SPANS + 1])
     scores = reader.rows(
         "SELECT trace_id, span_id, name, score_value, score_label, passed, failed_check, explanation, time_ns "
-        f"FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns, seq", [run_id])
+        f"FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns, seq", [run_id, last])
     return found[0], spans, scores
 
 

@@ -80,7 +80,7 @@ def dl(items: Mapping[str, Any]) -> Safe:
 
 
 def layout(title: str, body: Safe, *, active: str = "") -> Safe:
-    links = [("/", "Runs"), ("/agents", "Agents"), ("/recovery", "Recovery")]
+    links = [("/", "Runs"), ("/sessions", "Sessions"), ("/agents", "Agents"), ("/recovery", "Recovery")]
     nav = el("nav", *(el("a", label, href=path, cls="active" if path == active else None) for path, label in links))
     return Safe(
         "<!doctype html>"

@@ -1,13 +1,24 @@
 """The SQL of one row per run, as the ``runs`` view and as a query filtered before it aggregates.
 
-A run spans one trace per attempt (each resume is a new trace); its root in a trace is the earliest
-span carrying the run id. Tokens, cost and calls add up over all its traces; status, error and
-output are the last attempt's (``arg_max_null``: a NULL there is the answer), the verdict the last
-scored attempt's.
+What makes a run (docs/observe.md, "What makes a run"):
+
+* A span carrying ``lousho.run.id`` (column ``run_id``) makes its trace part of that run, exactly as
+  before: a run spans one trace per attempt (each resume is a new trace); its root in a trace is the
+  earliest span carrying the run id; status, error and output are the last attempt's (``arg_max_null``:
+  a NULL there is the answer), the verdict the last scored attempt's.
+* A trace with no such span is one run of its own: its root is the outermost ``invoke_agent`` span,
+  else the trace's root span (a bare ``chat`` span is a run of one call). Its id is the framework's
+  own per-invocation id on that root (Pydantic AI's ``gen_ai.agent.call.id``, column ``call_id``),
+  else the trace id; its agent the root's agent name, else the resource's ``service.name``; it failed
+  when any of its spans has status ERROR; its input is the first user message of its spans, its
+  output the last assistant message, and without ``lousho.case.id`` its case is a hash of that input.
+
+Tokens, cost and calls add up over all of a run's traces; a failing score fails any run.
 
 ``runs_select(run_filter)`` narrows the runs *before* the aggregation (the filter is a condition on
-the spans that carry a run id, e.g. ``agent_name = ?``), so asking for one agent's runs does not
-aggregate everyone's. The view is ``runs_select()``.
+the span columns of the spans that make a run: those with a run id, and the roots of the others,
+e.g. ``agent_name = ?``), so asking for one agent's runs does not aggregate everyone's. The view is
+``runs_select()``.
 """
 
 from __future__ import annotations
@@ -16,12 +27,36 @@ from collections.abc import Iterator
 from typing import Any
 
 _TEMPLATE = """
-WITH run_ids AS (
-    SELECT DISTINCT run_id FROM spans WHERE run_id IS NOT NULL {run_filter}
+WITH candidates AS (
+    SELECT trace_id, span_id, start_ns, operation, call_id, agent_name, service_name, harness_revision,
+        case_id, conversation_id, probe, traffic_arm, status_code, status_message, error_type
+    FROM spans
+    WHERE run_id IS NULL AND (operation = 'invoke_agent' OR parent_span_id IS NULL)
+        AND trace_id NOT IN (SELECT trace_id FROM spans WHERE run_id IS NOT NULL)
+), heads AS (
+    SELECT * FROM candidates
+    WHERE operation = 'invoke_agent'
+        OR trace_id NOT IN (SELECT trace_id FROM candidates WHERE operation = 'invoke_agent')
+), trace_runs AS (
+    SELECT trace_id, coalesce(arg_min(call_id, start_ns), trace_id) AS run_id FROM heads GROUP BY trace_id
+), tagged AS (
+    SELECT run_id, trace_id, start_ns, agent_name, service_name, harness_revision, case_id, conversation_id,
+        run_kind, healed_from, probe, traffic_arm, status_code, status_message, error_type, input, output,
+        false AS implicit
+    FROM spans WHERE run_id IS NOT NULL
+    UNION ALL
+    SELECT r.run_id, h.trace_id, h.start_ns, coalesce(h.agent_name, h.service_name) AS agent_name,
+        h.service_name, h.harness_revision, h.case_id, h.conversation_id, NULL AS run_kind,
+        NULL AS healed_from, h.probe, h.traffic_arm, h.status_code, h.status_message, h.error_type,
+        NULL AS input, NULL AS output, true AS implicit
+    FROM heads h JOIN trace_runs r USING (trace_id)
+), run_ids AS (
+    SELECT DISTINCT run_id FROM tagged WHERE true {run_filter}
 ), attempt AS (
     SELECT run_id, trace_id,
         min(start_ns) AS start_ns,
         arg_min(agent_name, start_ns) AS agent_name,
+        arg_min(service_name, start_ns) AS service_name,
         arg_min(harness_revision, start_ns) AS harness_revision,
         arg_min(case_id, start_ns) AS case_id,
         arg_min(conversation_id, start_ns) AS conversation_id,
@@ -33,21 +68,33 @@ WITH run_ids AS (
         arg_min(status_message, start_ns) AS status_message,
         arg_min(error_type, start_ns) AS error_type,
         arg_min(input, start_ns) AS input,
-        arg_min(output, start_ns) AS output
-    FROM spans
-    WHERE run_id IS NOT NULL {attempt_filter}
+        arg_min(output, start_ns) AS output,
+        bool_or(implicit) AS implicit
+    FROM tagged
+    WHERE true {attempt_filter}
     GROUP BY run_id, trace_id
 ), per_trace AS (
     SELECT trace_id,
         max(end_ns) AS end_ns,
         sum(input_tokens) AS input_tokens,
         sum(output_tokens) AS output_tokens,
+        sum(cache_read_tokens) AS cache_read_tokens,
+        sum(cache_creation_tokens) AS cache_creation_tokens,
+        sum(reasoning_tokens) AS reasoning_tokens,
         sum(cost_usd) AS cost_usd,
+        count(*) FILTER (WHERE cost_source = 'reported') AS reported_costs,
+        count(*) FILTER (WHERE cost_source = 'price-table') AS priced_costs,
         count(*) FILTER (WHERE operation IN ('chat', 'text_completion', 'generate_content'))
             AS model_calls,
         count(*) FILTER (WHERE operation = 'execute_tool') AS tool_calls,
         any_value(agent_name) AS any_agent,
-        any_value(request_model) AS any_model,
+        arg_min(coalesce(request_model, response_model), start_ns) AS first_model,
+        arg_min(provider, start_ns) AS first_provider,
+        arg_min(conversation_id, start_ns) AS first_conversation_id,
+        list(DISTINCT skill_name) FILTER (WHERE skill_name IS NOT NULL) AS skills,
+        bool_or(status_code = 'ERROR') AS any_error,
+        arg_min(input_text, start_ns) AS first_input_text,
+        arg_max(output_text, end_ns) AS last_output_text,
         arg_max(error_type, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_type,
         arg_max(status_message, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_message
     FROM spans
@@ -57,39 +104,56 @@ WITH run_ids AS (
     SELECT trace_id, bool_and(passed) AS passed
     FROM scores WHERE passed IS NOT NULL {verdict_filter}
     GROUP BY trace_id
+), run AS (
+    SELECT a.*, t.* EXCLUDE (trace_id),
+        CASE WHEN a.implicit THEN t.first_input_text ELSE a.input END AS run_input,
+        CASE WHEN a.implicit THEN t.last_output_text ELSE a.output END AS run_output,
+        CASE WHEN a.implicit AND t.any_error THEN 'ERROR' ELSE a.status_code END AS run_status,
+        v.passed AS trace_passed
+    FROM attempt a
+    JOIN per_trace t USING (trace_id)
+    LEFT JOIN verdict v USING (trace_id)
 )
 SELECT
-    a.run_id,
-    arg_max(coalesce(a.agent_name, t.any_agent), a.start_ns) AS agent,
-    arg_max(a.harness_revision, a.start_ns) AS harness_revision,
-    arg_max(a.case_id, a.start_ns) AS case_id,
-    arg_max(a.conversation_id, a.start_ns) AS conversation_id,
-    arg_max(a.run_kind, a.start_ns) AS run_kind,
+    run_id,
+    arg_max(coalesce(agent_name, any_agent, service_name), start_ns) AS agent,
+    arg_max(harness_revision, start_ns) AS harness_revision,
+    arg_max(coalesce(case_id, CASE WHEN implicit AND run_input IS NOT NULL
+        THEN 'input:' || md5(lower(regexp_replace(trim(run_input), '\\s+', ' ', 'g'))) END), start_ns) AS case_id,
+    arg_max(coalesce(conversation_id, first_conversation_id), start_ns) AS conversation_id,
+    arg_max(run_kind, start_ns) AS run_kind,
     count(*) AS attempts,
-    make_timestamp(min(a.start_ns) // 1000) AS started_at,
-    make_timestamp(max(t.end_ns) // 1000) AS ended_at,
-    (max(t.end_ns) - min(a.start_ns)) / 1e9 AS duration_s,
-    CASE WHEN arg_max(a.status_code, a.start_ns) = 'ERROR' THEN 'error' ELSE 'ok' END AS status,
-    arg_max_null(coalesce(a.error_type, t.last_error_type), a.start_ns) AS error_type,
-    arg_max_null(coalesce(a.status_message, t.last_error_message), a.start_ns) AS error_message,
-    arg_min(a.input, a.start_ns) AS input,
-    arg_max_null(a.output, a.start_ns) AS output,
-    sum(t.input_tokens)::BIGINT AS input_tokens,
-    sum(t.output_tokens)::BIGINT AS output_tokens,
-    sum(t.cost_usd) AS cost_usd,
-    sum(t.model_calls)::BIGINT AS model_calls,
-    sum(t.tool_calls)::BIGINT AS tool_calls,
-    arg_max(t.any_model, a.start_ns) AS model,
-    arg_max(v.passed, a.start_ns) FILTER (WHERE v.passed IS NOT NULL) AS passed,
-    coalesce(bool_or(a.probe), false) AS probe,
-    arg_max(a.healed_from, a.start_ns) AS healed_from,
-    arg_max(a.traffic_arm, a.start_ns) AS traffic_arm,
-    arg_max(a.trace_id, a.start_ns) AS last_trace_id,
-    min(a.start_ns) AS started_ns
-FROM attempt a
-JOIN per_trace t USING (trace_id)
-LEFT JOIN verdict v USING (trace_id)
-GROUP BY a.run_id
+    make_timestamp(min(start_ns) // 1000) AS started_at,
+    make_timestamp(max(end_ns) // 1000) AS ended_at,
+    (max(end_ns) - min(start_ns)) / 1e9 AS duration_s,
+    CASE WHEN arg_max(run_status, start_ns) = 'ERROR' THEN 'error' ELSE 'ok' END AS status,
+    arg_max_null(coalesce(error_type, last_error_type), start_ns) AS error_type,
+    arg_max_null(coalesce(status_message, last_error_message), start_ns) AS error_message,
+    arg_min(run_input, start_ns) AS input,
+    arg_max_null(run_output, start_ns) AS output,
+    sum(input_tokens)::BIGINT AS input_tokens,
+    sum(output_tokens)::BIGINT AS output_tokens,
+    sum(cost_usd) AS cost_usd,
+    sum(model_calls)::BIGINT AS model_calls,
+    sum(tool_calls)::BIGINT AS tool_calls,
+    arg_max(first_model, start_ns) AS model,
+    arg_max(trace_passed, start_ns) FILTER (WHERE trace_passed IS NOT NULL) AS passed,
+    coalesce(bool_or(probe), false) AS probe,
+    arg_max(healed_from, start_ns) AS healed_from,
+    arg_max(traffic_arm, start_ns) AS traffic_arm,
+    arg_max(trace_id, start_ns) AS last_trace_id,
+    min(start_ns) AS started_ns,
+    arg_max(first_provider, start_ns) AS provider,
+    sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+    sum(cache_creation_tokens)::BIGINT AS cache_creation_tokens,
+    sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+    CASE WHEN sum(reported_costs) > 0 AND sum(priced_costs) > 0 THEN 'mixed'
+        WHEN sum(reported_costs) > 0 THEN 'reported'
+        WHEN sum(priced_costs) > 0 THEN 'price-table' END AS cost_source,
+    list_sort(list_distinct(flatten(list(skills)))) AS skills,
+    bool_or(implicit) AS implicit
+FROM run
+GROUP BY run_id
 """
 
 

@@ -11,6 +11,8 @@ import duckdb
 
 from lousho.observe.errors import SchemaTooNew
 from lousho.observe.runs_view import runs_select
+from lousho.observe.schema_v1 import RUNS_VIEW_V1
+from lousho.observe.sessions_view import SESSIONS_SELECT
 
 # Columns promoted at ingest, in table order after the identity columns (normalise.ALIASES names).
 PROMOTED_TEXT = (
@@ -97,8 +99,27 @@ CREATE TABLE scores (
 
 _RUNS_VIEW = "CREATE OR REPLACE VIEW runs AS " + runs_select()
 
+# Migration 2: what runs, tokens, cost and sessions need from traces that carry no lousho attribute
+# (conventions.py fills these columns; older rows keep NULL there).
+_GENAI_COLUMNS = tuple(
+    f"ALTER TABLE spans ADD COLUMN {name} {kind}"
+    for name, kind in (
+        ("call_id", "VARCHAR"),
+        ("cache_read_tokens", "BIGINT"),
+        ("cache_creation_tokens", "BIGINT"),
+        ("reasoning_tokens", "BIGINT"),
+        ("cost_source", "VARCHAR"),
+        ("skill_name", "VARCHAR"),
+        ("input_text", "VARCHAR"),
+        ("output_text", "VARCHAR"),
+    )
+)
+_SESSIONS_VIEW = "CREATE OR REPLACE VIEW sessions AS " + SESSIONS_SELECT
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("spans, scores and the runs view", (_SPANS, _SCORES, _RUNS_VIEW)),
+    ("spans, scores and the runs view", (_SPANS, _SCORES, "CREATE OR REPLACE VIEW runs AS " + RUNS_VIEW_V1)),
+    ("runs from any GenAI trace: run roots, tokens, cost, input and output text; the sessions view",
+     (*_GENAI_COLUMNS, _RUNS_VIEW, _SESSIONS_VIEW)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -39,6 +39,9 @@ _SPAN_TYPES: dict[str, pa.DataType] = {
     "output_tokens": pa.int64(),
     "cost_usd": pa.float64(),
     "probe": pa.bool_(),
+    "cache_read_tokens": pa.int64(),
+    "cache_creation_tokens": pa.int64(),
+    "reasoning_tokens": pa.int64(),
 }
 _SCORE_TYPES: dict[str, pa.DataType] = {
     "key_hi": pa.uint64(),

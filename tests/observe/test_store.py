@@ -83,10 +83,12 @@ def test_runs_view_joins_attempts_and_takes_the_last_attempts_verdict(tmp_path):
     store.close()
 
 
-def test_a_run_without_lousho_attributes_is_not_a_run(tmp_path):
+def test_a_bare_chat_span_without_lousho_attributes_is_a_run_of_one_call(tmp_path):
     store = SpanStore(tmp_path / "s.duckdb")
-    store.append([decode_request(request([chat_span(*new_ids())]))])
-    assert store.reader().execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+    trace_id, span_id = new_ids()
+    store.append([decode_request(request([chat_span(trace_id, span_id)], service="svc"))])
+    rows = store.reader().execute("SELECT run_id, agent, model_calls, implicit FROM runs").fetchall()
+    assert rows == [(trace_id.hex(), "svc", 1, True)]
     store.close()
 
 

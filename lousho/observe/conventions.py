@@ -1,0 +1,410 @@
+"""What a run needs from a span that carries no ``lousho.*`` attribute, read from the conventions the
+ecosystem sends: OTel GenAI (v0.1.0 and before), OpenInference, Traceloop/OpenLLMetry, Pydantic AI/Logfire.
+
+``normalise.promote`` fills the columns whose keys are plain aliases; ``refine`` runs after it on the same
+span and fills what needs more than a key lookup: the agent named by a span kind or a span name, the
+framework's own run id, tokens made inclusive of cache, the error type of an ``exception`` event, the
+model of an OpenInference error span, the user's input and the assistant's output as text, the session id
+unquoted, the skill, and the cost. A key we do not know changes nothing; the raw attributes stay as sent.
+docs/observe.md "What makes a run" is the table of these keys.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lousho.observe import cost
+
+# Columns this module adds to a span row (schema migration 2), in table order.
+TEXT_COLUMNS = ("call_id", "cost_source", "skill_name", "input_text", "output_text")
+TOKEN_COLUMNS = ("cache_read_tokens", "cache_creation_tokens", "reasoning_tokens")
+
+# First key present wins. Names at the left are the current GenAI conventions.
+_AGENT_KEYS = ("gen_ai.workflow.name", "traceloop.workflow.name", "agent_name")
+_TRACELOOP_AGENT_KINDS = frozenset({"workflow", "agent"})
+_REVISION_KEYS = ("gen_ai.agent.version",)
+_CALL_ID_KEYS = ("gen_ai.agent.call.id",)
+_SESSION_KEYS = (
+    "traceloop.association.properties.session_id",
+    "traceloop.association.properties.conversation_id",
+    "traceloop.association.properties.thread_id",
+    "traceloop.correlation.id",
+)
+_INPUT_TOKEN_KEYS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "llm.usage.prompt_tokens",
+)
+_OUTPUT_TOKEN_KEYS = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "llm.usage.completion_tokens",
+)
+_CACHE_READ_KEYS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+_CACHE_CREATION_KEYS = (
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+)
+_REASONING_KEYS = (
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+    "llm.usage.reasoning_tokens",
+)
+# No convention carries cost; these are the keys instrumentations report it under.
+_COST_KEYS = ("lousho.cost.usd", "gen_ai.usage.cost", "operation.cost", "llm.cost.total")
+_SKILL_KEYS = ("gen_ai.skill.name",)
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_INPUT_KEYS = ("gen_ai.input.messages", "input.value", "traceloop.entity.input", "pydantic_ai.all_messages")
+_OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "traceloop.entity.output", "final_result")
+_ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
+
+
+# Index 0 of the messages other conventions flatten into keys: their presence says there are some.
+_FLAT_INPUT_KEYS = ("llm.input_messages.0.message.role", "llm.input_messages.0.message.content",
+                    "gen_ai.prompt.0.role", "gen_ai.prompt.0.content")
+_FLAT_OUTPUT_KEYS = ("llm.output_messages.0.message.role", "llm.output_messages.0.message.content",
+                     "gen_ai.completion.0.role", "gen_ai.completion.0.content")
+_AGENT_FAMILY = frozenset((*_AGENT_KEYS, "traceloop.span.kind", "openinference.span.kind"))
+_TOKEN_FAMILY = frozenset(("llm.usage.prompt_tokens", "llm.usage.completion_tokens", *_CACHE_READ_KEYS,
+                           *_CACHE_CREATION_KEYS, *_REASONING_KEYS))
+_INPUT_FAMILY = frozenset((*_INPUT_KEYS, *_FLAT_INPUT_KEYS))
+_OUTPUT_FAMILY = frozenset((*_OUTPUT_KEYS, *_FLAT_OUTPUT_KEYS))
+# Every key refine reads: one set intersection per span tells which of its steps have anything to do,
+# so a span of keys it does not know costs about a microsecond (docs/performance.md).
+_WATCHED = frozenset((*_AGENT_FAMILY, *_REVISION_KEYS, "llm.invocation_parameters", *_SESSION_KEYS,
+                      *_CALL_ID_KEYS, *_SKILL_KEYS, *_TOKEN_FAMILY, "operation.cost", *_INPUT_FAMILY,
+                      *_OUTPUT_FAMILY))
+
+
+def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[str, Any]], span_name: str,
+           start_ns: int) -> None:
+    """Fill this module's columns for the span just appended to ``cols`` (its values are the last ones),
+    and complete the promoted columns ``normalise`` left empty."""
+    present = _WATCHED.intersection(attrs)
+    operation = cols["operation"][-1]
+    agents = cols["agent_name"]
+    if agents[-1] is None and (operation == "invoke_agent" or (present and not present.isdisjoint(_AGENT_FAMILY))):
+        agents[-1] = _agent(attrs, span_name, operation)
+    sessions = cols["conversation_id"]
+    if present:
+        if "gen_ai.agent.version" in present and cols["harness_revision"][-1] is None:
+            cols["harness_revision"][-1] = _first_text(attrs, _REVISION_KEYS)
+        if "llm.invocation_parameters" in present and cols["request_model"][-1] is None:
+            cols["request_model"][-1] = _invocation_model(attrs)
+        if sessions[-1] is None and not present.isdisjoint(_SESSION_KEYS):
+            sessions[-1] = _first_text(attrs, _SESSION_KEYS)
+    session = sessions[-1]
+    if session is not None and session[:1] == '"':
+        sessions[-1] = _unquote(session)
+    if events and cols["error_type"][-1] is None:
+        cols["error_type"][-1] = _exception_type(events)
+    cols["call_id"].append(_first_text(attrs, _CALL_ID_KEYS) if "gen_ai.agent.call.id" in present else None)
+    cols["skill_name"].append(_first_text(attrs, _SKILL_KEYS) if "gen_ai.skill.name" in present else None)
+
+    # A span with lousho.run.id keeps its run's input and output in the `input`/`output` columns, as before
+    # (runs_view reads those for such runs): no message parsing for it.
+    details = _details(events) if events else None
+    if (details is None and not present) or cols["run_id"][-1] is not None:
+        cols["input_text"].append(None)
+        cols["output_text"].append(None)
+    else:
+        has_input = details is not None or not present.isdisjoint(_INPUT_FAMILY)
+        cols["input_text"].append(input_text(attrs, details) if has_input else None)
+        has_output = details is not None or not present.isdisjoint(_OUTPUT_FAMILY)
+        cols["output_text"].append(output_text(attrs, details) if has_output else None)
+
+    input_tokens = cols["input_tokens"][-1]
+    output_tokens = cols["output_tokens"][-1]
+    cache_read = cache_creation = reasoning = None
+    if present and not present.isdisjoint(_TOKEN_FAMILY):
+        input_tokens = _first_int(attrs, _INPUT_TOKEN_KEYS)
+        output_tokens = _first_int(attrs, _OUTPUT_TOKEN_KEYS)
+        cache_read = _first_int(attrs, _CACHE_READ_KEYS)
+        cache_creation = _first_int(attrs, _CACHE_CREATION_KEYS)
+        reasoning = _first_int(attrs, _REASONING_KEYS)
+        input_tokens = inclusive_input(input_tokens, cache_read, cache_creation)
+        cols["input_tokens"][-1] = input_tokens
+        cols["output_tokens"][-1] = output_tokens
+    cols["cache_read_tokens"].append(cache_read)
+    cols["cache_creation_tokens"].append(cache_creation)
+    cols["reasoning_tokens"].append(reasoning)
+
+    reported = cols["cost_usd"][-1]
+    if reported is None and "operation.cost" in present:
+        reported = _first_float(attrs, _COST_KEYS)
+    if reported is not None:
+        cols["cost_usd"][-1] = reported
+        cols["cost_source"].append("reported")
+        return
+    priced = None
+    if input_tokens is not None or output_tokens is not None:
+        provider = cols["provider"][-1]
+        models = (cols["response_model"][-1], cols["request_model"][-1])
+        if not cost.known_unpriced(provider, models):
+            priced = cost.price(provider, models, cost.Tokens(input_tokens or 0, output_tokens or 0, cache_read or 0,
+                                                              cache_creation or 0, reasoning or 0), start_ns)
+    cols["cost_usd"][-1] = priced
+    cols["cost_source"].append("price-table" if priced is not None else None)
+
+
+def inclusive_input(input_tokens: int | None, cache_read: int | None, cache_creation: int | None) -> int | None:
+    """Input tokens including cache reads and writes, as the GenAI conventions define them.
+
+    Anthropic's API (and instrumentations that copy it) count input without cache. An input count smaller
+    than the cache tokens it must contain can only be that exclusive count, so the cache is added; an
+    exclusive count at least as large as its cache cannot be told apart and is kept as sent."""
+    cached = (cache_read or 0) + (cache_creation or 0)
+    if not cached:
+        return input_tokens
+    if input_tokens is None:
+        return cached
+    return input_tokens + cached if input_tokens < cached else input_tokens
+
+
+def input_text(attrs: dict[str, Any], details: dict[str, Any] | None = None) -> str | None:
+    """The first user message of a span's input, as text."""
+    for source in _input_sources(attrs, details):
+        text = _first_user(source)
+        if text is not None:
+            return text
+    flat = _flat_messages(attrs, "llm.input_messages.{}.message.") or _flat_messages(attrs, "gen_ai.prompt.{}.")
+    return _first_user(flat) if flat else None
+
+
+def output_text(attrs: dict[str, Any], details: dict[str, Any] | None = None) -> str | None:
+    """The last assistant message of a span's output, as text."""
+    for source in _output_sources(attrs, details):
+        text = _last_assistant(source)
+        if text is not None:
+            return text
+    flat = _flat_messages(attrs, "llm.output_messages.{}.message.") or _flat_messages(attrs, "gen_ai.completion.{}.")
+    return _last_assistant(flat) if flat else None
+
+
+def _input_sources(attrs: dict[str, Any], details: dict[str, Any] | None) -> list[Any]:
+    sources = [attrs[k] for k in _INPUT_KEYS if k in attrs]
+    if details and "gen_ai.input.messages" in details:
+        sources.insert(0, details["gen_ai.input.messages"])
+    return sources
+
+
+def _output_sources(attrs: dict[str, Any], details: dict[str, Any] | None) -> list[Any]:
+    sources = [attrs[k] for k in _OUTPUT_KEYS if k in attrs]
+    if details and "gen_ai.output.messages" in details:
+        sources.insert(0, details["gen_ai.output.messages"])
+    return sources
+
+
+def _first_user(source: Any) -> str | None:
+    """The first user message's text; a plain string (OpenInference text/plain, a Traceloop argument) is the
+    user's input itself."""
+    parsed = _parse(source)
+    if isinstance(parsed, str):
+        return parsed.strip() or None
+    for message in _messages(parsed):
+        if message.get("role") == "user":
+            text = _text(message)
+            if text:
+                return text
+    if isinstance(parsed, dict):
+        return _argument_text(parsed)
+    return None
+
+
+def _last_assistant(source: Any) -> str | None:
+    parsed = _parse(source)
+    if isinstance(parsed, str):
+        return parsed.strip() or None
+    messages = _messages(parsed)
+    for message in reversed(messages):
+        role = message.get("role")
+        if role is None or role in _ASSISTANT_ROLES:
+            text = _text(message)
+            if text:
+                return text
+    if isinstance(parsed, dict) and not messages:
+        return _argument_text(parsed)
+    return None
+
+
+def _parse(value: Any) -> Any:
+    if isinstance(value, str):
+        stripped = value.lstrip()
+        if stripped[:1] in ("[", "{", '"'):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+    return value
+
+
+def _messages(doc: Any) -> list[dict[str, Any]]:
+    """The messages of a GenAI message list, an OpenAI request (``messages``) or response (``choices``), or an
+    Anthropic-style single message."""
+    if isinstance(doc, list):
+        return [m for m in doc if isinstance(m, dict)]
+    if not isinstance(doc, dict):
+        return []
+    if isinstance(doc.get("messages"), list):
+        return [m for m in doc["messages"] if isinstance(m, dict)]
+    if isinstance(doc.get("choices"), list):
+        return [c["message"] for c in doc["choices"] if isinstance(c, dict) and isinstance(c.get("message"), dict)]
+    if "role" in doc and ("content" in doc or "parts" in doc):
+        return [doc]
+    return []
+
+
+def _text(message: dict[str, Any]) -> str | None:
+    """A message's text: a string ``content``, or the text of its ``content``/``parts`` list."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content.strip() or None
+    parts = message.get("parts") if content is None else content
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and part.get("type", "text") == "text":
+            text = part.get("content", part.get("text"))
+            if isinstance(text, str):
+                texts.append(text)
+    joined = "\n".join(t for t in texts if t).strip()
+    return joined or None
+
+
+def _argument_text(doc: dict[str, Any]) -> str | None:
+    """A Traceloop entity input/output (``{"args": [...], "kwargs": {...}}`` or ``{"inputs": ...}``): its first
+    string argument."""
+    for key in ("args", "kwargs", "inputs", "outputs", "output", "input"):
+        value = doc.get(key)
+        values = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
+        for item in values:
+            if isinstance(item, str) and item.strip():
+                return item.strip()
+    return None
+
+
+def _flat_messages(attrs: dict[str, Any], pattern: str) -> list[dict[str, Any]]:
+    """Messages flattened into indexed keys (OpenInference ``llm.input_messages.0.message.role``, legacy
+    ``gen_ai.prompt.0.role``)."""
+    out = []
+    index = 0
+    while True:
+        prefix = pattern.format(index)
+        role = attrs.get(prefix + "role")
+        content = attrs.get(prefix + "content")
+        if role is None and content is None:
+            return out
+        out.append({"role": role, "content": content})
+        index += 1
+
+
+def _details(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for event in events:
+        if event["name"] == _DETAILS_EVENT:
+            return event["attributes"]
+    return None
+
+
+def _agent(attrs: dict[str, Any], span_name: str, operation: str | None) -> str | None:
+    name = _first_text(attrs, _AGENT_KEYS)
+    if name is not None:
+        return name
+    kind = attrs.get("traceloop.span.kind")
+    if isinstance(kind, str) and kind in _TRACELOOP_AGENT_KINDS:
+        entity = attrs.get("traceloop.entity.name")
+        if isinstance(entity, str) and entity:
+            return entity
+    kind = attrs.get("openinference.span.kind")
+    if isinstance(kind, str) and kind.upper() == "AGENT" and span_name:
+        return span_name
+    # The conventions name an agent span "invoke_agent {gen_ai.agent.name}".
+    if operation == "invoke_agent" and span_name.startswith("invoke_agent "):
+        return span_name[len("invoke_agent "):].strip() or None
+    return None
+
+
+def _invocation_model(attrs: dict[str, Any]) -> str | None:
+    """OpenInference error spans carry the model only in ``llm.invocation_parameters`` (a JSON object)."""
+    params = attrs.get("llm.invocation_parameters")
+    if not isinstance(params, str) or '"model"' not in params:
+        return None
+    try:
+        model = json.loads(params).get("model")
+    except (ValueError, AttributeError):
+        return None
+    return model if isinstance(model, str) and model else None
+
+
+def _exception_type(events: list[dict[str, Any]]) -> str | None:
+    for event in events:
+        if event["name"] == "exception":
+            kind = event["attributes"].get("exception.type")
+            if isinstance(kind, str) and kind:
+                return kind
+    return None
+
+
+def _unquote(value: str) -> str:
+    """Some exporters send a session id JSON-encoded (``"\\"abc\\""``): store the id itself."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(inner, str):
+            return inner
+    return value
+
+
+def _first_text(attrs: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None and value != "":
+            return value if isinstance(value, str) else str(value)
+    return None
+
+
+def _first_int(attrs: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = attrs.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value if 0 <= value < 2**63 else None
+        if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
+            return int(value)
+        if isinstance(value, str) and value.isdigit():
+            number = int(value)
+            return number if number < 2**63 else None
+        return None
+    return None
+
+
+def _first_float(attrs: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = attrs.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+        else:
+            return None
+        return number if number == number and abs(number) != float("inf") else None
+    return None

@@ -1,0 +1,40 @@
+"""The page's sessions list (``/sessions``): conversations, newest first, from the ``sessions`` view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lousho.observe.page_data import Reader
+from lousho.observe.page_html import Safe, el, join, number, segment, table, when
+
+SESSION_COLUMNS = ("session_id, agent, turns, run_ids, epoch_ns(first_at) AS first_ns, epoch_ns(last_at) AS last_ns, "
+                   "failed, pass_rate, input_tokens, output_tokens, cost_usd")
+
+
+def newest_sessions(reader: Reader, agent: str | None, limit: int) -> list[dict[str, Any]]:
+    where, params = ("WHERE agent = ?", [agent]) if agent else ("", [])
+    return reader.rows(f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY last_ns DESC, session_id LIMIT ?",
+                       [*params, limit])
+
+
+def render_sessions(rows: list[dict[str, Any]]) -> Safe:
+    if not rows:
+        body = el("p", "No sessions: runs join one when their spans carry a conversation id "
+                  "(gen_ai.conversation.id, session.id, ...).", cls="muted", id="no-sessions")
+        return join([el("h1", "Sessions"), body])
+    lines = []
+    for r in rows:
+        runs = [el("a", el("code", run_id), href="/runs/" + segment(run_id)) for run_id in r["run_ids"]]
+        rate = "" if r["pass_rate"] is None else f"{r['pass_rate']:.2f}"
+        cost = "" if r["cost_usd"] is None else f"${r['cost_usd']:.6f}"
+        lines.append([el("code", r["session_id"]),
+                      el("a", r["agent"], href="/agents/" + segment(r["agent"])) if r["agent"] else "",
+                      el("td", number(r["turns"]), cls="num"), join([join([run, " "]) for run in runs]),
+                      when(r["first_ns"]), when(r["last_ns"]), el("td", number(r["failed"]), cls="num"),
+                      el("td", rate, cls="num"),
+                      el("td", number((r["input_tokens"] or 0) + (r["output_tokens"] or 0)), cls="num"),
+                      el("td", cost, cls="num")])
+    headers = ["session", "agent", "turns", "runs", "first (UTC)", "last (UTC)", "failed", "pass rate", "tokens",
+               "cost"]
+    return join([el("h1", "Sessions"), el("p", f"{len(rows)} session(s), newest first", cls="muted"),
+                 table(headers, lines, id="sessions")])

@@ -10,6 +10,7 @@ import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, new_ids, request
 
+from lousho.observe import schema
 from lousho.observe import sql as sql_api
 from lousho.observe.errors import SqlFailed, SqlRefused
 from lousho.observe.store import SpanStore
@@ -125,7 +126,8 @@ def test_engine_fences_hold_when_the_parse_check_is_bypassed(tmp_path, monkeypat
                                    f"storage_path := '{tmp_path / 'logs'}')")
         with pytest.raises((SqlRefused, SqlFailed)):
             sql_api.run_query(con, "SELECT setval('none', 1)")
-        assert sql_api.run_query(con, "SELECT max(version) AS v FROM lousho_schema").table.to_pylist() == [{"v": 1}]
+        assert sql_api.run_query(con, "SELECT max(version) AS v FROM lousho_schema").table.to_pylist() \
+            == [{"v": schema.SCHEMA_VERSION}]
         con.close()
         # The writer's own work is untouched by the lock.
         store.checkpoint()

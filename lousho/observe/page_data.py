@@ -49,10 +49,10 @@ class Reader:
 
 
 def agents(reader: Reader) -> list[dict[str, Any]]:
-    """Agents with runs: name, runs, newest run start."""
+    """Agents with runs (any run: ``lousho.run.id`` or a standard GenAI trace): name, runs, newest run start."""
     return reader.rows(
-        "SELECT agent_name AS agent, count(DISTINCT run_id) AS runs, max(start_ns) AS last_ns FROM spans "
-        "WHERE run_id IS NOT NULL AND agent_name IS NOT NULL GROUP BY agent_name ORDER BY agent_name")
+        "SELECT agent, count(*) AS runs, max(started_ns) AS last_ns FROM runs "
+        "WHERE agent IS NOT NULL GROUP BY agent ORDER BY agent")
 
 
 def agent_names(reader: Reader) -> list[str]:

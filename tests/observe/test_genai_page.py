@@ -28,6 +28,9 @@ def test_the_page_lists_opens_and_groups_runs_of_an_openinference_agent(tmp_path
     opened = get(daemon.url, f"/runs/{runs[1]['run_id']}").body.decode()
     assert "ChatCompletion" in opened and "execute_tool get_weather" in opened and "answer_correct" in opened
 
+    agents = get(daemon.url, "/agents").body.decode()
+    assert 'href="/agents/page-agent"' in agents and 'class="num">2<' in agents
+
     sessions = get(daemon.url, "/sessions").body.decode()
     assert "chat-42" in sessions and all(r["run_id"] in sessions for r in runs)
 

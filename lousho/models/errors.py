@@ -101,14 +101,15 @@ class ProviderError(LoushoError):
         return is_provider_failure(self.category, self.retryable)
 
     def to_dict(self) -> dict[str, Any]:
-        """Exactly what the recover store keeps: ``{message, code, category, retryable}``."""
+        """The error's own fields: ``{message, code, category, retryable}``. The recover store adds
+        ``retry_after`` when the provider said how long to wait (``lousho.recover.errors.stored_error``)."""
         return {"message": self.message, "code": self.code, "category": self.category, "retryable": self.retryable}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProviderError:
-        """Rebuild from :meth:`to_dict`'s output; keys beyond those four are ignored."""
+        """Rebuild from :meth:`to_dict`'s output (or a stored ``last_error``, keeping its ``retry_after``)."""
         return cls(str(data["message"]), code=str(data["code"]), category=data.get("category") or UNKNOWN,
-                   retryable=bool(data["retryable"]))
+                   retryable=bool(data["retryable"]), retry_after=retry_after_of(data))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keep category, status and retry_after through pickling (the base keeps only four fields).
@@ -124,6 +125,14 @@ def _rebuild_provider_error(message: str, code: str, category: str, retryable: b
                             retry_after: float | None, hint: str) -> ProviderError:
     return ProviderError(message, code=code, category=category, retryable=retryable, status=status,
                          retry_after=retry_after, hint=hint)
+
+
+def retry_after_of(error: Mapping[str, Any] | None) -> float | None:
+    """The stored ``retry_after`` seconds of a ``last_error``; None when absent or not a number >= 0."""
+    value = (error or {}).get("retry_after")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return None
+    return float(value)
 
 
 def is_provider_failure(category: str | None, retryable: bool) -> bool:

@@ -28,7 +28,7 @@ from lousho.improve.check_module import CheckModule, load_check_module, module_c
 from lousho.improve.controls import RateLimited, kill_switch, refusal
 from lousho.improve.corpus import CheckDecision
 from lousho.improve.errors import BudgetExceeded
-from lousho.improve.harness import Harness, read_harness
+from lousho.improve.harness import Harness, agent_name, read_harness
 from lousho.improve.locks import exclusive
 from lousho.improve.records import Case
 from lousho.improve.result import ImproveResult
@@ -62,10 +62,16 @@ class LoopSetup:
     rate_limit: bool = False  # a watcher: editor and reflection calls at most editor_calls_per_minute
     clock: Callable[[], datetime] = now_utc
     progress: Callable[[str], None] | None = None
+    # The name the agent's runs carry (gen_ai.agent.name); default: agent.toml's, else the directory's.
+    agent_name: str | None = None
 
     @property
     def paths(self) -> Paths:
         return Paths(self.agent_dir)
+
+    @property
+    def name(self) -> str:
+        return self.agent_name or agent_name(self.agent_dir)
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,7 @@ def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) ->
         observe_token=setup.observe_token, recurring_only=config.recurring_only, lessons=[le.text for le in shown],
         quoted_checks=config.quoted_policy, cache_dir=paths.cache, environ=dict(setup.environ),
         editor_client=editor, progress=setup.progress, token_budget=remaining,
-        stop_check=lambda: kill_switch(paths, setup.environ),
+        stop_check=lambda: kill_switch(paths, setup.environ), agent_name=setup.name,
     )
     tokens = step.cost.tokens
     _spend(paths, tokens)  # now, so the canary and the guard see what is left of today's budget

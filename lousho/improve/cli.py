@@ -45,8 +45,10 @@ def improve() -> None:
 @click.option("--check", "check_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="A Python file defining check(input, output) -> Verdict, and optionally cases() and probe().")
 @model_options
-@click.option("--editor-model-url", default=None, help="The editors' endpoint (default: the agent's, --model-url).")
-@click.option("--editor-model", "editor_model_name", default=None, help="The editors' model (default: --model).")
+@click.option("--editor-model-url", envvar="LOUSHO_EDITOR_MODEL_URL", default=None,
+              help="The editors' endpoint (default: the agent's, --model-url) [env LOUSHO_EDITOR_MODEL_URL].")
+@click.option("--editor-model", "editor_model_name", envvar="LOUSHO_EDITOR_MODEL", default=None,
+              help="The editors' model (default: --model) [env LOUSHO_EDITOR_MODEL].")
 @click.option("--observe", "observe", default=None,
               help="Also take cases from failed runs of the live revision in this daemon URL or DuckDB file.")
 @click.option("--token", envvar="LOUSHO_TOKEN", default=None, help="The daemon's bearer token [env LOUSHO_TOKEN].")

@@ -30,10 +30,10 @@ import logging
 import math
 import os
 import re
-import time
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime

@@ -7,6 +7,7 @@ the monitor keeps it on live runs, the audit chain verifies, and nothing outside
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -17,8 +18,15 @@ import pytest
 import lousho
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "openai-agent"
-sys.path.insert(0, str(EXAMPLE))
-from policy import RULE  # noqa: E402  (the example's scripted provider: the fix its editor writes)
+
+
+def example_rule() -> str:
+    """The fix the example's scripted editor writes (policy.RULE), loaded under a name of its own."""
+    spec = importlib.util.spec_from_file_location("openai_agent_policy", EXAMPLE / "policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RULE
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -50,7 +58,7 @@ def test_make_example_heals_the_regression_through_the_trigger_and_touches_only_
     assert started["agent"] == "order-desk" and started["reason"].startswith("regression:")
     assert (finished["outcome"], finished["code"], finished["pid"]) == ("applied", None, started["pid"])
     before, after = started["revision"], lousho.harness_revision(harness)
-    assert before != after and RULE in (harness / "instructions.md").read_text()
+    assert before != after and example_rule() in (harness / "instructions.md").read_text()
 
     # proposal -> canary -> apply -> guard, then the monitor's keep on live runs, all in one verified chain.
     actions = [(e["action"], e.get("passed"), e.get("decision")) for e in jsonl(harness / ".lousho" / "audit.jsonl")]

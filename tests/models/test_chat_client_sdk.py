@@ -3,6 +3,8 @@ are off: the recover loop owns retry policy), the provider's wait carried in the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from models_support import RawServer, raw_server_fixture, user  # noqa: F401 (fixtures, registered by import)
 
@@ -42,3 +44,15 @@ def test_an_azure_style_base_url_keeps_its_query_on_every_request(raw_server: Ra
     client.complete(user("b"))
     assert raw_server.paths == ["/openai/deployments/gpt/chat/completions?api-version=2024-06-01"] * 2
     assert "api-version" not in client.endpoint and "sk-azure" not in repr(client)
+
+
+def test_no_module_builds_http_requests_to_a_model_by_hand() -> None:
+    """Only the daemon's own client speaks raw HTTP; every model call goes through the SDK client."""
+    import lousho
+
+    root = Path(lousho.__file__).parent
+    raw = ("import http.client", "from http.client", "urllib.request", "import requests")
+    by_hand = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                     if any(marker in p.read_text(encoding="utf-8") for marker in raw))
+    assert by_hand == ["observe/client.py"]
+    assert "import openai" in (root / "models" / "client.py").read_text(encoding="utf-8")

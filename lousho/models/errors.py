@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lousho.errors import LoushoError, UsageError
+from lousho.errors import LoushoError, UsageError, retry_after_of
 
 AUTH_FAILURE = "auth-failure"
 RATE_LIMIT = "rate-limit"
@@ -125,14 +125,6 @@ def _rebuild_provider_error(message: str, code: str, category: str, retryable: b
                             retry_after: float | None, hint: str) -> ProviderError:
     return ProviderError(message, code=code, category=category, retryable=retryable, status=status,
                          retry_after=retry_after, hint=hint)
-
-
-def retry_after_of(error: Mapping[str, Any] | None) -> float | None:
-    """The stored ``retry_after`` seconds of a ``last_error``; None when absent or not a number >= 0."""
-    value = (error or {}).get("retry_after")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        return None
-    return float(value)
 
 
 def is_provider_failure(category: str | None, retryable: bool) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from lousho.errors import LoushoError, UsageError
+from lousho.errors import LoushoError, UsageError, retry_after_of
 
 # The code stored for an exception that carries none of its own (a bug, an OSError in a tool): retryable, because
 # the recover loop's backoff and quarantine bound how often it is tried again.
@@ -424,14 +424,6 @@ class StoredError(LoushoError):
         if self.retry_after is not None:
             out["retry_after"] = self.retry_after
         return out
-
-
-def retry_after_of(stored: dict[str, Any] | None) -> float | None:
-    """A stored ``last_error``'s ``retry_after`` seconds; None when absent or not a number >= 0."""
-    value = (stored or {}).get("retry_after")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        return None
-    return float(value)
 
 
 def error_from_stored(stored: dict[str, Any]) -> StoredError:

@@ -5,6 +5,7 @@ model unreachable) is retried for the same regression until it gets through."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -59,9 +60,9 @@ def harness(tmp_path: Path) -> Path:
     return tmp_path / "desk"
 
 
-def observe(*args: str) -> subprocess.CompletedProcess[str]:
+def observe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "lousho", "observe", "--port", "0", "--grpc-port", "-1", *args],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
 
 
 @pytest.mark.system
@@ -87,9 +88,15 @@ def test_a_bad_agent_exits_2_at_start_with_a_code_and_a_hint(harness: Path, tmp_
 
 
 @pytest.mark.system
-def test_a_malformed_model_url_exits_2_at_start(harness: Path, tmp_path: Path) -> None:
-    done = observe("--db", str(tmp_path / "o.duckdb"), "--agent", f"x={harness}:{tmp_path / 'check.py'}",
-                   "--editor-model-url", "localhost:9/v1")
+@pytest.mark.parametrize(("flags", "env"), [
+    (["--editor-model-url", "localhost:9/v1"], {}),
+    ([], {"LOUSHO_EDITOR_MODEL_URL": "localhost:9/v1"}),
+    ([], {"LOUSHO_MODEL_URL": "ftp://model/v1"}),
+], ids=["flag", "editor-env", "model-env"])
+def test_a_malformed_model_url_exits_2_at_start(harness: Path, tmp_path: Path, flags: list[str],
+                                                env: dict[str, str]) -> None:
+    done = observe("--db", str(tmp_path / "o.duckdb"), "--agent", f"x={harness}:{tmp_path / 'check.py'}", *flags,
+                   env=env)
     assert done.returncode == 2 and "error LOUSHO_MODELS_CONFIG_INVALID: " in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 

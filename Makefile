@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo test lint bench bench-heal clean postgres chromium
+.PHONY: demo example test lint bench bench-heal clean postgres chromium
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/lousho demo
+
+# Bring your own agent: an agent on the plain openai SDK heals itself through the daemon's trigger
+# (examples/openai-agent/README.md); prints each step, exit 1 if one does not happen.
+example: $(STAMP)
+	$(BIN)/python examples/openai-agent/demo.py --dir .lousho/example
 
 lint: $(STAMP)
 	$(BIN)/ruff check lousho tests benchmarks notebooks

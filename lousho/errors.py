@@ -42,6 +42,15 @@ class LoushoError(Exception):
         return self.message
 
 
+def retry_after_of(stored: Any) -> float | None:
+    """The ``retry_after`` seconds of a stored error dict (a run's ``last_error``); None when absent or not
+    a number >= 0. The provider's Retry-After travels this way from the models part to the recover loop."""
+    value = stored.get("retry_after") if isinstance(stored, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return None
+    return float(value)
+
+
 def _rebuild(cls: type[LoushoError], message: str, code: str, hint: str, retryable: bool):
     err = cls.__new__(cls)
     LoushoError.__init__(err, message, code=code, hint=hint, retryable=retryable)

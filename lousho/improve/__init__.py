@@ -10,9 +10,11 @@ from lousho._lazy import lazy_exports
 _EXPORTS = {
     "Case": "lousho.improve.records",
     "ImproveResult": "lousho.improve.result",
+    "ProbeResult": "lousho.improve.probe",
     "RunRecord": "lousho.improve.records",
     "create_shadow_hook": "lousho.improve.probe",
     "format_improve_result": "lousho.improve.card",
+    "harness_revision": "lousho.improve.harness",
     "improve_agent": "lousho.improve.step",
 }
 

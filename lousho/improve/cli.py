@@ -45,8 +45,10 @@ def improve() -> None:
 @click.option("--check", "check_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
               help="A Python file defining check(input, output) -> Verdict, and optionally cases() and probe().")
 @model_options
-@click.option("--editor-model-url", default=None, help="The editors' endpoint (default: the agent's, --model-url).")
-@click.option("--editor-model", "editor_model_name", default=None, help="The editors' model (default: --model).")
+@click.option("--editor-model-url", envvar="LOUSHO_EDITOR_MODEL_URL", default=None,
+              help="The editors' endpoint (default: the agent's, --model-url) [env LOUSHO_EDITOR_MODEL_URL].")
+@click.option("--editor-model", "editor_model_name", envvar="LOUSHO_EDITOR_MODEL", default=None,
+              help="The editors' model (default: --model) [env LOUSHO_EDITOR_MODEL].")
 @click.option("--observe", "observe", default=None,
               help="Also take cases from failed runs of the live revision in this daemon URL or DuckDB file.")
 @click.option("--token", envvar="LOUSHO_TOKEN", default=None, help="The daemon's bearer token [env LOUSHO_TOKEN].")
@@ -68,11 +70,14 @@ def improve() -> None:
 @click.option("--interval", type=click.FloatRange(min=0.1), default=None,
               help="Seconds between watcher ticks (default: interval_seconds of .lousho/improve.json).")
 @click.option("--ticks", type=click.IntRange(min=1), default=None, hidden=True, help="Stop after N ticks.")
+@click.option("--agent-name", default=None,
+              help="The gen_ai.agent.name the agent's runs carry, for --observe and the monitor "
+                   "(default: agent.toml's name, else the directory's name).")
 def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: str | None, model_key_env: str,
          model_timeout: float, editor_model_url: str | None, editor_model_name: str | None, observe: str | None,
          token: str | None, proposers: int, mode: str, select: bool, parallel: bool, cache_dir: Path | None,
          cached_probe: bool, quoted_checks: str, as_json: bool, apply_: bool, watch: bool, interval: float | None,
-         ticks: int | None) -> None:
+         ticks: int | None, agent_name: str | None) -> None:
     """One improvement step on AGENT_DIR: propose an edit or keep the base. Writes nothing to AGENT_DIR
     (unless --apply or --watch runs the loop).
 
@@ -83,14 +88,14 @@ def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: s
 
     model, editor = _models(model_url, model_name, model_key_env, model_timeout, editor_model_url, editor_model_name)
     if apply_ or watch:
-        _loop(agent_dir, check_path, model, editor, observe, token, as_json, watch, interval, ticks)
+        _loop(agent_dir, check_path, model, editor, observe, token, as_json, watch, interval, ticks, agent_name)
         return
     with _progress(enabled=not as_json and sys.stderr.isatty()) as progress:
         result = improve_agent(agent_dir, check_path, model=model, editor_model=editor, observe=observe,
                                observe_token=token, proposers=proposers, mode=mode,  # type: ignore[arg-type]
                                select=select, parallel=parallel, cache_dir=cache_dir, cached_probe=cached_probe,
                                quoted_checks=quoted_checks,  # type: ignore[arg-type]
-                               environ=dict(os.environ), progress=progress)
+                               environ=dict(os.environ), progress=progress, agent_name=agent_name)
     if as_json:
         data = result.to_dict()
         click.echo(json.dumps({k: data[k] for k in ("outcome", "reason", "diff", "cost", "revision", "base_revision",
@@ -125,14 +130,14 @@ def _models(model_url: str | None, model_name: str | None, model_key_env: str, m
 
 
 def _setup(agent_dir: Path, check_path: Path | None, model: Any, editor: Any, observe: str | None,
-           token: str | None, rate_limit: bool = False) -> Any:
+           token: str | None, rate_limit: bool = False, agent_name: str | None = None) -> Any:
     from lousho.improve.cycle import LoopSetup
 
     if not agent_dir.is_dir():
         raise UsageError(f"{agent_dir}: not a directory", code="LOUSHO_AGENT_DIR_INVALID",
-                         hint="pass the agent directory (it holds agent.toml and instructions.md)")
+                         hint="pass the harness directory (it holds instructions.md and skills/<name>/SKILL.md)")
     return LoopSetup(agent_dir, check_path if check_path is not None else _no_check, model, editor, observe, token,
-                     dict(os.environ), rate_limit=rate_limit)
+                     dict(os.environ), rate_limit=rate_limit, agent_name=agent_name)
 
 
 def _no_check(input_text: str, output: str | None) -> Any:
@@ -141,12 +146,12 @@ def _no_check(input_text: str, output: str | None) -> Any:
 
 
 def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, observe: str | None, token: str | None,
-          as_json: bool, watch: bool, interval: float | None, ticks: int | None) -> None:
+          as_json: bool, watch: bool, interval: float | None, ticks: int | None, agent_name: str | None) -> None:
     from lousho.improve.cycle import run_cycle
     from lousho.improve.watcher import watch as watch_loop
 
     if watch:
-        setup = _setup(agent_dir, check_path, model, editor, observe, token, rate_limit=True)
+        setup = _setup(agent_dir, check_path, model, editor, observe, token, rate_limit=True, agent_name=agent_name)
 
         def show(t: Any) -> None:
             line = {"action": t.action, "reason": t.reason}
@@ -158,7 +163,7 @@ def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, observe: s
 
         watch_loop(setup, ticks=ticks, interval=interval, on_tick=show)
         return
-    result = run_cycle(_setup(agent_dir, check_path, model, editor, observe, token))
+    result = run_cycle(_setup(agent_dir, check_path, model, editor, observe, token, agent_name=agent_name))
     _print_cycle(result, as_json)
     if result.outcome == "error":
         sys.exit(1)
@@ -221,6 +226,16 @@ def rollback_command(agent_dir: Path, to: str | None) -> None:
 
     result = rollback(_setup(agent_dir, None, None, None, None, None), to=to, reason="by a person")
     _echo(f"rolled back: the harness is at {result.revision}")
+
+
+@improve.command("revision")
+@click.argument("agent_dir", type=click.Path(path_type=Path, file_okay=False))
+def revision_command(agent_dir: Path) -> None:
+    """Print the harness revision of AGENT_DIR: the value the loop expects in an agent's
+    ``lousho.harness.revision`` (the same as ``lousho.harness_revision(DIR)`` and ``status``)."""
+    from lousho.improve.harness import harness_revision
+
+    click.echo(harness_revision(agent_dir))
 
 
 @improve.command("status")

@@ -28,7 +28,7 @@ from lousho.improve.check_module import CheckModule, load_check_module, module_c
 from lousho.improve.controls import RateLimited, kill_switch, refusal
 from lousho.improve.corpus import CheckDecision
 from lousho.improve.errors import BudgetExceeded
-from lousho.improve.harness import Harness, read_harness
+from lousho.improve.harness import Harness, agent_name, read_harness
 from lousho.improve.locks import exclusive
 from lousho.improve.records import Case
 from lousho.improve.result import ImproveResult
@@ -62,10 +62,29 @@ class LoopSetup:
     rate_limit: bool = False  # a watcher: editor and reflection calls at most editor_calls_per_minute
     clock: Callable[[], datetime] = now_utc
     progress: Callable[[str], None] | None = None
+    # The name the agent's runs carry (gen_ai.agent.name); default: agent.toml's, else the directory's.
+    agent_name: str | None = None
 
     @property
     def paths(self) -> Paths:
         return Paths(self.agent_dir)
+
+    @property
+    def name(self) -> str:
+        return self.agent_name or agent_name(self.agent_dir)
+
+
+# Errors that end a cycle before its step could judge an edit: the directory, the check module or a model
+# was unusable (a bad directory, a model that is down or refuses the key, so no run was scored or every
+# editor failed). The regression that started the cycle is still unexamined, so the daemon's trigger tries
+# again, with backoff, until the cause is fixed.
+NOT_STARTED = frozenset({
+    "LOUSHO_AGENT_DIR_INVALID", "LOUSHO_IMPROVE_HARNESS_INVALID", "LOUSHO_IMPROVE_CHECK_INVALID",
+    "LOUSHO_IMPROVE_CHECK_RAISED", "LOUSHO_IMPROVE_NO_MODEL", "LOUSHO_IMPROVE_NO_PROBE",
+    "LOUSHO_IMPROVE_EDITORS_FAILED",
+    "LOUSHO_IMPROVE_PROBE_FAILED", "LOUSHO_MODELS_CONFIG_INVALID", "LOUSHO_PROVIDER_AUTH",
+    "LOUSHO_PROVIDER_RATE_LIMIT", "LOUSHO_PROVIDER_TIMEOUT", "LOUSHO_PROVIDER_UNKNOWN",
+})
 
 
 @dataclass(frozen=True)
@@ -77,11 +96,17 @@ class CycleResult:
     revision: str | None = None
     checks: tuple[CheckDecision, ...] = ()
     tokens: int = 0
+    code: str | None = None  # the error's code, for outcome "error"
+
+    @property
+    def retry(self) -> bool:
+        """Did the cycle fail before its step could judge anything (see NOT_STARTED)? Then retry it."""
+        return self.outcome == "error" and self.code in NOT_STARTED
 
     def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "reason": self.reason, "proposal_id": self.proposal_id,
                 "revision": self.revision, "checks": [c.to_dict() for c in self.checks], "tokens": self.tokens,
-                "step": self.step.to_dict() if self.step else None}
+                "code": self.code, "retry": self.retry, "step": self.step.to_dict() if self.step else None}
 
 
 def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:
@@ -117,7 +142,7 @@ def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:
         except BudgetExceeded as e:
             result = CycleResult("refused", e.message)
         except LoushoError as e:  # a clear outcome and an audit line for every failure a user can meet
-            result = CycleResult("error", f"{e.code}: {e.message}")
+            result = CycleResult("error", f"{e.code}: {e.message}", code=e.code)
         audit.append(paths, "cycle-end", cycle=cycle_id, outcome=result.outcome, reason=result.reason[:500],
                      tokens=result.tokens)
         return result
@@ -133,7 +158,7 @@ def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) ->
         observe_token=setup.observe_token, recurring_only=config.recurring_only, lessons=[le.text for le in shown],
         quoted_checks=config.quoted_policy, cache_dir=paths.cache, environ=dict(setup.environ),
         editor_client=editor, progress=setup.progress, token_budget=remaining,
-        stop_check=lambda: kill_switch(paths, setup.environ),
+        stop_check=lambda: kill_switch(paths, setup.environ), agent_name=setup.name,
     )
     tokens = step.cost.tokens
     _spend(paths, tokens)  # now, so the canary and the guard see what is left of today's budget
@@ -142,7 +167,7 @@ def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) ->
         code = step.error["code"]
         outcome = {"LOUSHO_IMPROVE_STOPPED": "paused", "LOUSHO_IMPROVE_BUDGET": "refused"}.get(code, "error")
         audit.append(paths, "step-error", cycle=cycle_id, code=code, reason=step.reason[:500])
-        return CycleResult(outcome, step.reason, step, tokens=tokens)
+        return CycleResult(outcome, step.reason, step, tokens=tokens, code=code)
     if step.outcome == "keep-base":
         audit.append(paths, "kept-base", cycle=cycle_id, reason=step.reason[:500], base=step.base_revision)
         if any(d.kind == "editor" for d in step.decisions):

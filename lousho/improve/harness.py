@@ -1,5 +1,10 @@
 """The harness: the part of an agent directory the improve loop may edit, as immutable data.
 
+A harness directory is any directory holding ``instructions.md`` and, optionally,
+``skills/<name>/SKILL.md`` files (the seeds' scope): the agent that reads them may be built on any
+framework. ``agent.toml`` and ``tools.py`` make it lousho's reference agent, which the loop can also
+run itself; for any other agent the check module's ``probe()`` runs it.
+
 The harness is ``instructions.md`` plus every ``skills/<name>/SKILL.md``; nothing else of the
 directory is writable (agent.toml, tools.py and hooks are code or configuration a person owns). A
 skill folder that holds anything besides its SKILL.md ships scripts or data its text describes, so
@@ -17,6 +22,7 @@ import difflib
 import hashlib
 import re
 import shutil
+import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,6 +240,31 @@ def read_harness(agent_dir: Path) -> Harness:
             read_only.add(key)
     read_only.update(key for key in files if linked_part(root, key) is not None)
     return Harness(files, frozenset(read_only))
+
+
+def harness_revision(path: str | Path) -> str:
+    """The revision the loop uses for the harness directory at ``path``: 16 hex chars of a content
+    hash of instructions.md and every skills/<name>/SKILL.md. Tag an agent's runs with it
+    (``lousho.harness.revision`` on the root span) so the loop can tell revisions apart.
+
+    Raises HarnessInvalid when ``path`` is not a harness directory.
+    """
+    return read_harness(Path(path)).revision
+
+
+def is_reference_agent(root: Path) -> bool:
+    """Does ``root`` hold lousho's reference agent (an agent.toml), which the loop can run without probe()?"""
+    return (Path(root) / "agent.toml").is_file()
+
+
+def agent_name(root: Path) -> str:
+    """The agent name runs are recorded under: agent.toml's ``name`` for the reference agent (the
+    loader's rule, without executing tools.py), else the directory's name."""
+    try:
+        config = tomllib.loads((Path(root) / "agent.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        config = {}
+    return str(config.get("name", Path(root).resolve().name))
 
 
 def linked_part(root: Path, path: str) -> str | None:

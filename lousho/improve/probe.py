@@ -19,6 +19,7 @@ from lousho.agent import directory as agent_directory
 from lousho.agent.hooks import Hook, Replace, ToolCallInfo
 from lousho.agent.loop import Agent, RunOptions
 from lousho.agent.verdict import Check, Verdict
+from lousho.errors import LoushoError
 from lousho.improve.errors import CheckRaised
 from lousho.improve.records import Case, RunRecord
 from lousho.models.config import ModelConfig
@@ -28,7 +29,69 @@ from lousho.models.result import ChatResult
 
 
 class Probe(Protocol):
-    def __call__(self, harness_dir: Path, case: Case, repeat: int) -> RunRecord: ...
+    """Run one case under the harness at ``harness_dir`` and say how it went.
+
+    ``harness_dir`` is a throwaway copy of the agent directory with the harness under test written
+    over it; the probe must read the agent's instructions and skills from there, start a fresh run
+    (no state shared with other repeats or cases), and keep tools with side effects from acting
+    (``create_shadow_hook``, or the agent's own dry-run switch). Called from one thread per run.
+    """
+
+    def __call__(self, harness_dir: Path, case: Case, repeat: int) -> RunRecord | ProbeResult | str | None: ...
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a check module's ``probe()`` may return instead of a RunRecord: lousho judges ``output``
+    with ``check()`` and records the run under ``harness_dir``'s revision. ``finish_reason`` other
+    than ``stop``/``max-steps`` is a failed run; ``error`` with no ``output`` says why it could not
+    be scored (the model was unreachable)."""
+
+    output: str | None
+    tokens: int = 0
+    requests: int = 0
+    messages: Sequence[dict[str, Any]] = ()
+    finish_reason: str = "stop"
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class UserProbe:
+    """A check module's ``probe()``, judged by its ``check()``: the probe for an agent lousho did not build.
+
+    A RunRecord passes through; a ProbeResult or a bare output string is judged. An exception
+    that is not lousho's (the agent's SDK could not reach its model, a bug) makes the run
+    ``cannot-score`` with the error, so a step with no scored run stops with LOUSHO_IMPROVE_PROBE_FAILED.
+    """
+
+    fn: Callable[[Path, Case, int], Any]
+    check: Check
+
+    def __call__(self, harness_dir: Path, case: Case, repeat: int) -> RunRecord:
+        from lousho.improve.harness import harness_revision
+
+        revision = harness_revision(harness_dir)
+        try:
+            result = self.fn(harness_dir, case, repeat)
+        except LoushoError:
+            raise
+        except Exception as e:  # deliberate: user code; one run that cannot be scored, with why
+            return RunRecord(case.id, revision, repeat, "cannot-score", finish_reason="error",
+                             error=f"probe raised {type(e).__name__}: {e}"[:500])
+        if isinstance(result, RunRecord):
+            return result
+        if result is None or isinstance(result, str):
+            result = ProbeResult(result)
+        if not isinstance(result, ProbeResult):
+            raise CheckRaised(f"probe returned {type(result).__name__} on case {case.id}; expected a ProbeResult, "
+                              "a RunRecord or the output text")
+        if result.output is None and result.error:
+            return RunRecord(case.id, revision, repeat, "cannot-score", tokens=result.tokens,
+                             requests=result.requests, finish_reason="error", error=result.error,
+                             messages=tuple(result.messages))
+        return record_of(case, revision, repeat, self.check, result.output, result.finish_reason,
+                         tokens=result.tokens, requests=result.requests, messages=result.messages,
+                         error=result.error)
 
 
 def create_shadow_hook(read_only: Sequence[str] = ()) -> Hook:

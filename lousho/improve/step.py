@@ -34,8 +34,9 @@ from lousho.improve.composer import Probed, compose
 from lousho.improve.editors import EditorSpec, Evidence, Proposal, run_editor
 from lousho.improve.errors import CheckModuleInvalid, ImproveError, NoCases, ProbeFailed, Stopped
 from lousho.improve.gate import SEARCH_REPEATS, Gate, GateDecision
-from lousho.improve.harness import Harness, diff, read_harness
-from lousho.improve.probe import AgentProbe
+from lousho.improve.harness import Harness, diff, is_reference_agent, read_harness
+from lousho.improve.harness import agent_name as default_agent_name
+from lousho.improve.probe import AgentProbe, UserProbe
 from lousho.improve.records import Case, Recovery, RunRecord
 from lousho.improve.result import Cost, Decision, ImproveResult
 from lousho.improve.runner import Runner
@@ -83,6 +84,7 @@ def improve_agent(
     progress: Progress | None = None,
     stop_check: Callable[[], str | None] | None = None,
     token_budget: int | None = None,
+    agent_name: str | None = None,
 ) -> ImproveResult:
     """One step on ``agent_dir`` judged by ``check``; never raises for a problem of the inputs or of a
     model: the result is then ``keep-base`` with the reason and ``error`` (code, message, hint)."""
@@ -94,7 +96,8 @@ def improve_agent(
                      (observe, observe_token, recurring_only) if observe is not None else None, tuple(lessons),
                      proposers, mode, select, parallel, Path(cache_dir) if cache_dir else None, cached_probe,
                      quoted_checks, failure_names, rules, dict(os.environ if environ is None else environ),
-                     editor_client, progress or (lambda _: None), stop_check or (lambda: None), token_budget)
+                     editor_client, progress or (lambda _: None), stop_check or (lambda: None), token_budget,
+                     agent_name)
         return step.run()
     except LoushoError as e:
         reason = f"the step could not run: {e.message}"
@@ -109,7 +112,12 @@ def build_runner(agent_dir: Path, module: CheckModule, model: ModelConfig | None
     """Runs cases under harnesses with the check module's probe, or the reference agent on ``model``."""
     probe: Any
     if module.probe is not None:
-        probe, probe_id = module.probe, f"probe:{module.name}"
+        probe, probe_id = UserProbe(module.probe, module.check), f"probe:{module.name}"
+    elif not is_reference_agent(agent_dir):
+        raise CheckModuleInvalid(f"{agent_dir} holds a harness but not lousho's reference agent (no agent.toml), "
+                                 "and the check module defines no probe()", code="LOUSHO_IMPROVE_NO_PROBE",
+                                 hint="define probe(harness_dir, case, repeat) in the check module: it runs your "
+                                      "agent on one case with the harness at harness_dir (docs/improve.md)")
     elif model is None:
         raise CheckModuleInvalid("no model for the agent and no probe() in the check module",
                                  code="LOUSHO_IMPROVE_NO_MODEL", hint="pass --model-url and --model")
@@ -154,11 +162,13 @@ class _Step:
     progress: Progress
     stop_check: Callable[[], str | None]
     token_budget: int | None
+    agent_name: str | None
     decisions: list[Decision] = dataclasses.field(default_factory=list)
     flags: list[str] = dataclasses.field(default_factory=list)
 
     def run(self) -> ImproveResult:
-        agent_directory.load(self.root)  # the whole directory must load, not only its harness
+        if is_reference_agent(self.root):
+            agent_directory.load(self.root)  # the reference agent: the whole directory must load
         self.base = read_harness(self.root)
         self.cache = Cache(self.cache_dir, probes=self.cached_probe)
         self.ledger = Ledger(token_limit=self.token_budget)
@@ -193,7 +203,7 @@ class _Step:
         if self.observe is not None:
             target, token, recurring = self.observe
             held = [c.id for c in cases if c.held_out]
-            stored, recoveries = cases_from_store(target, agent_directory.load(self.root).name,
+            stored, recoveries = cases_from_store(target, self.agent_name or default_agent_name(self.root),
                                                   recurring_only=recurring, held_out=held, token=token)
             known = {c.input for c in cases}
             cases += [c for c in stored if c.input not in known]

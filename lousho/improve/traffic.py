@@ -21,7 +21,6 @@ Decision rule, on scored non-probe runs labelled ``lousho.traffic.arm``:
 from __future__ import annotations
 
 import shutil
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ from lousho.agent.traffic_route import (
     write_traffic,
 )
 from lousho.errors import UsageError
-from lousho.improve.harness import Harness, materialize
+from lousho.improve.harness import Harness, agent_name, materialize
 from lousho.improve.state import Paths, iso, now_utc, parse_iso
 
 MAX_SHARE = 0.25  # seed §4.2: at most 25% of new sessions
@@ -221,9 +220,4 @@ def _share_workspace(root: Path, target: Path) -> None:
 
 
 def _agent_name(root: Path) -> str:
-    # The loader's rule (lousho.agent.directory.load), without executing tools.py.
-    try:
-        config = tomllib.loads((root / "agent.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        config = {}
-    return str(config.get("name", root.resolve().name))
+    return agent_name(root)

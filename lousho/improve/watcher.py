@@ -181,6 +181,4 @@ def _set_watched(setup: LoopSetup, watched: dict[str, object]) -> None:
 
 
 def _agent_name(setup: LoopSetup) -> str:
-    from lousho.agent import directory
-
-    return directory.load(setup.agent_dir).name
+    return setup.name

@@ -1,7 +1,7 @@
 """models: OpenAI-compatible chat client, provider error taxonomy, the scripted model server.
 
-The client side imports only the standard library; ``ScriptedModelServer`` (starlette, uvicorn) is
-imported on first use, so an agent that only calls a model does not load a web server.
+The client is the official ``openai`` SDK, imported on the first call; ``ScriptedModelServer``
+(starlette, uvicorn) is imported on first use, so an agent that only calls a model does not load a web server.
 """
 
 from typing import Any

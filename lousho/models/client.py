@@ -1,10 +1,14 @@
-"""An OpenAI-compatible chat client on the standard library: ``POST {base_url}/chat/completions``."""
+"""The chat client: the official ``openai`` SDK against any OpenAI-compatible ``{base_url}/chat/completions``.
+
+The SDK owns the HTTP (connection pooling, TLS, timeouts); lousho owns the policy. Its retries are
+off (``max_retries=0``): the recover loop decides when a failed call is tried again, from the
+classified error this module raises. The answer is read as raw JSON and parsed by
+:meth:`ChatResult.from_response`, so a result and its ``raw`` are exactly what the provider sent.
+"""
 
 from __future__ import annotations
 
-import http.client
-import json
-import ssl
+import threading
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,13 +21,14 @@ from lousho.models.result import ChatResult
 class ChatClient:
     """One model behind an OpenAI-compatible endpoint; satisfies :class:`~lousho.models.protocol.ModelClient`.
 
-    Each :meth:`complete` is exactly one HTTP request on a fresh connection, with no retries: the
-    retry policy (backoff, quarantine, the outage breaker) belongs to the recover loop, which sees
-    every failure as a classified :class:`ProviderError`. ``timeout`` bounds the connect and each
-    read of the answer (as sockets do), not the whole call.
+    Each :meth:`complete` is exactly one HTTP request, with no retries: the retry policy (backoff,
+    quarantine, the outage breaker) belongs to the recover loop, which sees every failure as a
+    classified :class:`ProviderError` carrying the provider's ``Retry-After``. ``timeout`` bounds the
+    connect and each read of the answer, not the whole call. Connections are reused between calls.
 
+    A query string on the base URL (Azure-style ``...?api-version=...``) is sent with every request.
     The API key goes only into the ``Authorization`` header; reprs and error messages never show it.
-    Safe to share between threads: it holds no connection or other mutable state.
+    Safe to share between threads: the SDK client is created once, on first use, under a lock.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0) -> None:
@@ -34,11 +39,11 @@ class ChatClient:
         self.model = model
         self.timeout = timeout
         self._api_key = api_key or None
-        path = self._parts.path.rstrip("/") + "/chat/completions"
-        self._path = f"{path}?{self._parts.query}" if self._parts.query else path
         # Where requests go, as messages show it: no user:password, no key.
         self.endpoint = self._parts._replace(netloc=_host_port(self._parts), query="").geturl().rstrip("/")
         self.endpoint += "/chat/completions"
+        self._sdk: Any = None
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
@@ -55,15 +60,27 @@ class ChatClient:
         max_tokens: int | None = None,
     ) -> ChatResult:
         """One chat completion. Raises :class:`ProviderError` on every failure (see ``classify``)."""
+        import openai
+
         body = self.request_body(messages, tools, temperature=temperature, seed=seed, max_tokens=max_tokens)
-        status, headers, payload = self._post(json.dumps(body).encode())
-        if not 200 <= status < 300:
-            # The provider may echo the key back: classify redacts key shapes, this the exact key.
-            raise classify(status, redact(payload.decode("utf-8", "replace"), self._api_key), headers)
         try:
-            return ChatResult.from_response(json.loads(payload))
+            # Without a key the request says so (an omitted Authorization): the SDK refuses to send one
+            # with no auth at all unless told, and local servers need none.
+            extra = None if self._api_key else {"Authorization": openai.Omit()}
+            raw = self._client().chat.completions.with_raw_response.create(**body, extra_headers=extra)
+        except openai.APIStatusError as e:
+            # The provider may echo the key back: classify redacts key shapes, this the exact key.
+            response = e.response
+            raise classify(response.status_code, redact(response.text, self._api_key),
+                           list(response.headers.items())) from None
+        except openai.APIError as e:
+            # No (complete) HTTP answer: refused, reset, DNS, timed out, cut off. All "timeout" (§3.3).
+            raise network_error(self.endpoint, _cause(e)) from None
+        response = raw.http_response
+        try:
+            return ChatResult.from_response(response.json())
         except ValueError as e:
-            raise bad_response(self.endpoint, redact(str(e), self._api_key), status) from None
+            raise bad_response(self.endpoint, redact(str(e), self._api_key), response.status_code) from None
 
     def request_body(
         self,
@@ -83,26 +100,49 @@ class ChatClient:
                 body[name] = value
         return body
 
-    def _post(self, data: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "Connection": "close"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        conn = self._connection()
-        try:
-            conn.request("POST", self._path, body=data, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.getheaders(), response.read()
-        except (OSError, http.client.HTTPException) as e:
-            # No (complete) HTTP answer: refused, reset, DNS, timed out, cut off. All "timeout" (§3.3).
-            raise network_error(self.endpoint, e) from None
-        finally:
-            conn.close()
+    def close(self) -> None:
+        """Close the pooled connections (a later call opens new ones)."""
+        with self._lock:
+            sdk, self._sdk = self._sdk, None
+        if sdk is not None:
+            sdk.close()
 
-    def _connection(self) -> http.client.HTTPConnection:
-        host, port = self._parts.hostname or "", self._parts.port
-        if self._parts.scheme == "https":
-            return http.client.HTTPSConnection(host, port, timeout=self.timeout, context=ssl.create_default_context())
-        return http.client.HTTPConnection(host, port, timeout=self.timeout)
+    def _client(self) -> Any:
+        with self._lock:
+            if self._sdk is None:
+                self._sdk = _sdk_client(self._parts, self._api_key, self.timeout)
+            return self._sdk
+
+
+def _sdk_client(parts: urllib.parse.SplitResult, api_key: str | None, timeout: float) -> Any:
+    import httpx
+    import openai
+
+    query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return openai.OpenAI(
+        # Without a key, a provider of the empty key: the SDK then sends no Authorization header (local
+        # servers need none) and neither refuses to start nor falls back to OPENAI_API_KEY (STYLE 10:
+        # only a CLI reads the environment; ModelConfig names the variable).
+        api_key=api_key if api_key else _no_key,
+        base_url=parts._replace(query="", fragment="").geturl(),
+        default_query=query or None,
+        max_retries=0,
+        timeout=httpx.Timeout(timeout),
+    )
+
+
+def _no_key() -> str:
+    return ""
+
+
+def _cause(error: BaseException) -> BaseException:
+    """The network failure under the SDK's wrapper, so the message says what went wrong (refused, DNS)."""
+    import openai
+
+    if isinstance(error, openai.APITimeoutError):
+        return TimeoutError("timed out")
+    cause = error.__cause__ or error.__context__
+    return cause if cause is not None else error
 
 
 def _objects(what: str, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

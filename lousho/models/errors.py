@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lousho.errors import LoushoError, UsageError
+from lousho.errors import LoushoError, UsageError, retry_after_of
 
 AUTH_FAILURE = "auth-failure"
 RATE_LIMIT = "rate-limit"
@@ -101,14 +101,15 @@ class ProviderError(LoushoError):
         return is_provider_failure(self.category, self.retryable)
 
     def to_dict(self) -> dict[str, Any]:
-        """Exactly what the recover store keeps: ``{message, code, category, retryable}``."""
+        """The error's own fields: ``{message, code, category, retryable}``. The recover store adds
+        ``retry_after`` when the provider said how long to wait (``lousho.recover.errors.stored_error``)."""
         return {"message": self.message, "code": self.code, "category": self.category, "retryable": self.retryable}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProviderError:
-        """Rebuild from :meth:`to_dict`'s output; keys beyond those four are ignored."""
+        """Rebuild from :meth:`to_dict`'s output (or a stored ``last_error``, keeping its ``retry_after``)."""
         return cls(str(data["message"]), code=str(data["code"]), category=data.get("category") or UNKNOWN,
-                   retryable=bool(data["retryable"]))
+                   retryable=bool(data["retryable"]), retry_after=retry_after_of(data))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keep category, status and retry_after through pickling (the base keeps only four fields).

@@ -62,7 +62,21 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
               help="Fault point: pause before each commit (backpressure tests and demos).")
 @click.option("--agent", "agents", multiple=True, metavar="NAME=DIR:CHECK_MODULE",
               help="Register an agent for the self-healing loop: a score regression on its live revision "
-                   "starts one `lousho improve DIR --check CHECK_MODULE --apply`. Repeatable.")
+                   "starts one `lousho improve DIR --check CHECK_MODULE --apply` (in the loop's mode, auto "
+                   "by default). DIR is its harness directory; CHECK_MODULE defines check() and, for an "
+                   "agent lousho did not build, probe(). Both are checked at start. Repeatable.")
+@click.option("--model-url", envvar="LOUSHO_MODEL_URL", default=None,
+              help="The agent's model for the cycles' probes when CHECK_MODULE has no probe(): an "
+                   "OpenAI-compatible base URL [env LOUSHO_MODEL_URL].")
+@click.option("--model", "model_name", envvar="LOUSHO_MODEL", default=None,
+              help="The agent's model name [env LOUSHO_MODEL].")
+@click.option("--editor-model-url", envvar="LOUSHO_EDITOR_MODEL_URL", default=None,
+              help="The editors' endpoint in the cycles (default: --model-url) [env LOUSHO_EDITOR_MODEL_URL].")
+@click.option("--editor-model", envvar="LOUSHO_EDITOR_MODEL", default=None,
+              help="The editors' model in the cycles (default: --model) [env LOUSHO_EDITOR_MODEL].")
+@click.option("--cycle-retry", type=click.FloatRange(min=0.01), default=30.0, show_default=True,
+              help="Seconds before a cycle that failed before its step (bad directory, model down) is "
+                   "retried for the same regression; doubles each time, up to 15 minutes.")
 @click.option("--recover-store", default=None, metavar="sqlite:///PATH",
               help="The recover part's run store; the page at / shows its pending and quarantined runs "
                    "and the outage state (read-only).")
@@ -75,16 +89,23 @@ def observe(
     allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
     header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
     queue_mib: float, sql_timeout: float, sql_workers: int, commit_delay: float, agents: tuple[str, ...],
-    recover_store: str | None, trigger_interval: float, improve_switch: str,
+    recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
+    model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
     from lousho.observe.page_recover import parse_store_url
-    from lousho.observe.trigger import TriggerConfig, parse_agents
+    from lousho.observe.trigger import CycleModels, TriggerConfig, parse_agents, validate_agent
 
-    # Parsed before serve(): a bad --agent is a usage error before any port is bound or file created.
-    trigger = TriggerConfig(agents=parse_agents(agents), interval_s=trigger_interval,
-                            improve_off=improve_switch.strip().lower() == "off")
+    # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
+    specs = parse_agents(agents)
+    for spec in specs:
+        validate_agent(spec)
+    models = CycleModels(model_url, model_name, editor_model_url, editor_model)
+    _check_model_urls(models)
+    trigger = TriggerConfig(agents=specs, interval_s=trigger_interval,
+                            improve_off=improve_switch.strip().lower() == "off", models=models,
+                            retry_base_s=cycle_retry)
     config = DaemonConfig(
         db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
         token=_token(token, token_file), allowed_hosts=allowed_hosts,
@@ -96,6 +117,15 @@ def observe(
         recover_store=parse_store_url(recover_store).resolve() if recover_store else None,
     )
     serve(config, announce=lambda line: click.echo(line), trigger=trigger)
+
+
+def _check_model_urls(models: Any) -> None:
+    """A malformed model URL fails every cycle: refuse it at start (exit 2, LOUSHO_MODELS_CONFIG_INVALID)."""
+    from lousho.models.client import check_url
+
+    for url in (models.model_url, models.editor_model_url):
+        if url:
+            check_url(url)
 
 
 def target_options(fn: Any) -> Any:

@@ -12,7 +12,7 @@ from lousho.observe.page_data import Reader, monitor_outcomes, pass_rate_bins
 from lousho.observe.page_html import Safe, dl, el, href, join, number, segment, short, table, when
 from lousho.observe.page_monitor import LOOKS, monitor_path
 from lousho.observe.page_svg import RatePoint, legend, monitor_chart, pass_rate_chart
-from lousho.observe.trigger import AgentSpec
+from lousho.observe.trigger import AgentSpec, read_records
 
 _Z95 = 1.959963984540054
 # The watched edit's statuses while the watcher still judges it (improve's cycle: "still under watch").
@@ -34,6 +34,8 @@ def render_agent(reader: Reader, name: str, spec: AgentSpec | None, edit_line: i
         return join(parts)
     audit = read_audit(spec.state_dir)
     parts.append(_monitor(reader, name, spec, audit, edit_line))
+    parts.append(el("h2", "Cycles the daemon started"))
+    parts.append(_cycles(spec))
     parts.append(el("h2", "Audit log"))
     parts.append(_audit(audit))
     return join(parts)
@@ -138,6 +140,21 @@ def _edit_path(reader: Reader, name: str, edit: AppliedEdit) -> Safe:
     else:
         parts.append(el("p", "No path to draw yet: each side needs a scored run.", cls="muted"))
     return join(parts)
+
+
+def _cycles(spec: AgentSpec) -> Safe:
+    """The trigger's log, newest first: each regression, the cycle it started, and how that ended."""
+    records = read_records(spec)
+    if not records:
+        return el("p", "No regression has started a cycle yet.", cls="muted")
+    rows = []
+    for r in records:
+        outcome = r.get("outcome") or ""
+        tone = "bad" if outcome in ("failed", "error") else "ok" if outcome == "applied" else None
+        rows.append([el("td", str(r.get("at", "")), cls="nowrap"), el("code", r.get("action")),
+                     el("code", r.get("revision")), el("span", outcome, cls=f"badge {tone}") if tone else outcome,
+                     short(str(r.get("reason", "")), 300), el("code", r.get("log") or "")])
+    return table(["at", "action", "revision", "outcome", "reason", "cycle log"], rows, id="cycles")
 
 
 def _audit(audit: AuditLog) -> Safe:

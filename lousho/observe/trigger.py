@@ -7,12 +7,19 @@ the agent's non-probe runs through the SQL API's read path (a cursor of the daem
 ``harness_revision`` those runs used) and judges its scored runs with the seeds' monitor rule,
 computed here because observe imports nothing of ours but ``lousho.errors``.
 
-On a regression it runs ``python -m lousho improve DIR --check CHECK_MODULE --apply`` as a child
-process: exactly once per (agent, live revision) — the ``started`` lines of ``DIR/.lousho/trigger.jsonl``
-are that memory, so a restarted daemon does not start a second cycle for the same regression — and
-never while the agent's previous cycle still runs. The cycle enforces the budgets and the kill switch
-itself; the trigger also skips on ``DIR/.lousho/improve.stop`` or ``LOUSHO_IMPROVE=off``, so a
-stopped loop does not even spawn.
+On a regression it runs ``python -m lousho improve DIR --check CHECK_MODULE --apply --json`` as a child
+process, with the models the daemon was given (``--model-url`` ... ``--editor-model``): once per (agent,
+live revision) — the ``started`` lines of ``DIR/.lousho/trigger.jsonl`` are that memory, so a restarted
+daemon does not start a second cycle for the same regression — and never while the agent's previous
+cycle still runs. The cycle enforces the budgets and the kill switch itself; the trigger also skips on
+``DIR/.lousho/improve.stop`` or ``LOUSHO_IMPROVE=off``, so a stopped loop does not even spawn.
+
+When a cycle ends, the trigger reads its outcome (the last JSON line of its log) and writes one
+``finished`` line and one log line: applied, queued, kept-base, ... or failed with the error's code, and
+the cycle log's path. A cycle that failed before its step could judge anything (the cycle says
+``retry``: a bad directory, a model that is down; or it could not start at all, exit 2) does not use up
+the regression: the same revision gets another cycle after a backoff that doubles from
+``retry_base_s`` up to 15 minutes, until one gets past that point.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ import json
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +57,10 @@ Z_MIN = 2.1
 _EPS = 1e-9
 # A cycle still running when the daemon stops gets this long to exit after SIGTERM before SIGKILL.
 _CYCLE_STOP_S = 10.0
+# Retries of a cycle that failed before its step: the wait doubles up to this (the recover loop's cap).
+_RETRY_CAP_S = 15 * 60.0
+# A cycle that cannot start (a usage error: bad flags, a directory gone) exits 2, as every lousho CLI does.
+_USAGE_EXIT = 2
 
 # One aggregation over the agent's runs per poll: the live revision, then its newest scored runs.
 _LIVE_RUNS = f"""
@@ -71,6 +84,22 @@ class BadAgentOption(UsageError):
     hint = "write --agent NAME=DIR:CHECK_MODULE, e.g. --agent coder=agents/coder:agents/coder/check.py"
 
 
+class AgentDirInvalid(BadAgentOption):
+    """DIR of --agent exists but holds no harness the loop could edit."""
+
+    code = "LOUSHO_OBSERVE_AGENT_DIR_INVALID"
+    hint = ("DIR is the agent's harness directory: a non-empty instructions.md, optionally skills/<name>/SKILL.md "
+            "(check it with `lousho improve revision DIR`)")
+
+
+class AgentCheckInvalid(BadAgentOption):
+    """CHECK_MODULE of --agent cannot be imported, or defines no check()."""
+
+    code = "LOUSHO_OBSERVE_AGENT_CHECK_INVALID"
+    hint = ("CHECK_MODULE is a Python file that imports cleanly and defines check(input, output) -> Verdict, "
+            "and probe(harness_dir, case, repeat) for an agent lousho did not build (docs/improve.md)")
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     """A registered agent: its ``gen_ai.agent.name``, directory and check module (absolute paths)."""
@@ -85,7 +114,9 @@ class AgentSpec:
 
 
 def parse_agent(value: str) -> AgentSpec:
-    """``NAME=DIR:CHECK_MODULE`` -> an AgentSpec; the directory and the check file must exist."""
+    """``NAME=DIR:CHECK_MODULE`` -> an AgentSpec; the directory and the check file must exist.
+
+    Only the syntax and the paths: :func:`validate_agent` checks what they hold."""
     name, eq, rest = value.partition("=")
     if not eq or not name.strip():
         raise BadAgentOption(f"--agent {value!r}: expected NAME=DIR:CHECK_MODULE (no NAME= part)")
@@ -100,6 +131,24 @@ def parse_agent(value: str) -> AgentSpec:
         raise BadAgentOption(f"--agent {value!r}: the check module {check} does not exist")
     # Absolute: the cycle runs in the daemon's working directory, whatever it becomes.
     return AgentSpec(name.strip(), dir_path.resolve(), check_path.resolve())
+
+
+def validate_agent(agent: AgentSpec) -> None:
+    """Refuse at start what every cycle would fail on: DIR must hold a harness, and CHECK_MODULE must
+    import and define ``check``. Importing runs the module's top level, as each cycle will."""
+    # The improve part checks its own inputs; the daemon imports it only here, at start.
+    from lousho.errors import LoushoError
+    from lousho.improve.check_module import load_check_module
+    from lousho.improve.harness import read_harness
+
+    try:
+        read_harness(agent.directory)
+    except LoushoError as e:
+        raise AgentDirInvalid(f"--agent {agent.name}: {e.message}") from None
+    try:
+        load_check_module(agent.check)
+    except LoushoError as e:
+        raise AgentCheckInvalid(f"--agent {agent.name}: {e.message}") from None
 
 
 def parse_agents(values: Sequence[str]) -> tuple[AgentSpec, ...]:
@@ -125,6 +174,26 @@ class TriggerConfig:
     # This daemon's token: the cycle gets it as LOUSHO_TOKEN in its environment, never on its command
     # line (which any local user can read in the process list), and never in a log or repr.
     observe_token: str | None = field(default=None, repr=False)
+    # The cycle's models (the agent's, for probes without probe(), and the editors'); None: the cycle's
+    # own defaults (its environment's LOUSHO_MODEL_URL, ...).
+    models: CycleModels = field(default_factory=lambda: CycleModels())
+    # The first wait before a cycle that failed before its step is tried again; it doubles each time.
+    retry_base_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class CycleModels:
+    """The ``--model-url``/``--model``/``--editor-model-url``/``--editor-model`` a cycle is started with."""
+
+    model_url: str | None = None
+    model: str | None = None
+    editor_model_url: str | None = None
+    editor_model: str | None = None
+
+    def flags(self) -> list[str]:
+        pairs = (("--model-url", self.model_url), ("--model", self.model),
+                 ("--editor-model-url", self.editor_model_url), ("--editor-model", self.editor_model))
+        return [part for flag, value in pairs if value for part in (flag, value)]
 
 
 @dataclass(frozen=True)
@@ -161,11 +230,50 @@ def judge(outcomes: Sequence[bool], *, window: int = WINDOW, min_drop: float = M
     return Window(window, before, recent, z, regressed)
 
 
-def cycle_command(agent: AgentSpec, observe_url: str | None = None) -> list[str]:
-    # The child inherits the daemon's environment: LOUSHO_MODEL_URL / LOUSHO_MODEL configure it.
+def cycle_command(agent: AgentSpec, observe_url: str | None = None, models: CycleModels | None = None) -> list[str]:
+    # Models not given to the daemon come from the environment the child inherits (LOUSHO_MODEL_URL, ...).
     command = [sys.executable, "-m", "lousho", "improve", str(agent.directory), "--check", str(agent.check),
-               "--apply"]
+               "--apply", "--json", "--agent-name", agent.name, *(models or CycleModels()).flags()]
     return command + (["--observe", observe_url] if observe_url else [])
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    """How a cycle ended, from its exit code and the last JSON line of its log."""
+
+    outcome: str  # the cycle's (applied, queued, kept-base, refused, ...), or "failed"
+    reason: str
+    code: str | None = None
+    proposal: str | None = None
+    retry: bool = False
+
+    def describe(self) -> str:
+        if self.outcome in ("failed", "error"):
+            return f"failed {self.code or '(no code)'}: {self.reason}"
+        proposal = f" {self.proposal}" if self.proposal else ""
+        label = {"applied": "proposal applied", "queued": "proposal queued", "kept-base": "kept base"}
+        return f"{label.get(self.outcome, self.outcome)}{proposal}: {self.reason}"
+
+
+def cycle_outcome(returncode: int, log_text: str) -> CycleOutcome:
+    """Read a finished cycle's outcome. ``--json`` makes the cycle's result its last stdout line; a cycle
+    that could not start printed ``error CODE: message`` instead (exit 2: retried, like a bad directory)."""
+    for line in reversed(log_text.splitlines()):
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "outcome" in data:
+            return CycleOutcome(str(data["outcome"]), str(data.get("reason", ""))[:500], data.get("code"),
+                                data.get("proposal_id"), bool(data.get("retry")))
+    code = next((m.group(1) for m in _ERROR_LINE.finditer(log_text)), None)
+    message = next((m.group(2) for m in _ERROR_LINE.finditer(log_text)), f"exited with code {returncode}")
+    return CycleOutcome("failed", message[:500], code, retry=returncode == _USAGE_EXIT)
+
+
+_ERROR_LINE = re.compile(r"^error (LOUSHO_[A-Z0-9_]+): (.*)$", re.M)
 
 
 def cycle_environment(base: dict[str, str], token: str | None) -> dict[str, str]:
@@ -200,9 +308,11 @@ class Trigger:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cursor: duckdb.DuckDBPyConnection | None = None
-        self._cycles: dict[str, subprocess.Popen[bytes]] = {}
+        self._cycles: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}  # name -> process, revision, log
         self._started = {(a.name, rev) for a in config.agents for rev in _started_revisions(a)}
         self._skipped: set[tuple[str, str, str]] = set()
+        # name -> (revision, failed attempts, monotonic time before which it is not retried)
+        self._retry: dict[str, tuple[str, int, float]] = {}
 
     def start(self) -> None:
         for agent in self.config.agents:
@@ -220,7 +330,7 @@ class Trigger:
                 cursor.interrupt()
         if self._thread is not None:
             self._thread.join(self._sql_timeout_s + 5)
-        for name, process in list(self._cycles.items()):
+        for name, (process, _, _) in list(self._cycles.items()):
             self._stop_cycle(name, process)
 
     def _run(self) -> None:
@@ -250,6 +360,9 @@ class Trigger:
                        z_min=self.config.z_min)
         if window is None or not window.regressed:
             return
+        retry = self._retry.get(agent.name)
+        if retry is not None and retry[0] == revision and time.monotonic() < retry[2]:
+            return  # a failed cycle's backoff: logged when it was scheduled
         reason = self._skip_reason(agent)
         if reason is not None:
             self._skip(agent, revision, window, reason)
@@ -278,7 +391,7 @@ class Trigger:
             return f"kill switch: {agent.state_dir / 'improve.stop'} exists"
         running = self._cycles.get(agent.name)
         if running is not None:
-            return f"previous cycle still running (pid {running.pid})"
+            return f"previous cycle still running (pid {running[0].pid})"
         return None
 
     def _skip(self, agent: AgentSpec, revision: str, window: Window, reason: str) -> None:
@@ -297,7 +410,7 @@ class Trigger:
         try:
             with cycle_log.open("ab") as out:
                 # close_fds (the default) keeps the daemon's listening sockets out of the child.
-                command = cycle_command(agent, self.config.observe_url)
+                command = cycle_command(agent, self.config.observe_url, self.config.models)
                 # The daemon's environment is passed through, not read as configuration: the cycle's
                 # CLI resolves its own flags from it (LOUSHO_MODEL_URL, the model's key, ...).
                 env = cycle_environment(dict(os.environ), self.config.observe_token)
@@ -306,17 +419,38 @@ class Trigger:
         except OSError as e:
             self._skip(agent, revision, window, f"could not start the cycle: {e}")
             return
-        self._cycles[agent.name] = process
+        self._cycles[agent.name] = (process, revision, cycle_log)
         self._started.add((agent.name, revision))
+        retry = self._retry.get(agent.name)
+        attempt = retry[1] + 1 if retry is not None and retry[0] == revision else 1
         self._record(agent, revision, window, "started", f"regression: {window.describe()}",
-                     pid=process.pid, log=str(cycle_log))
+                     pid=process.pid, log=str(cycle_log), attempt=attempt)
 
     def _reap(self, agent: AgentSpec) -> None:
-        process = self._cycles.get(agent.name)
-        if process is not None and process.poll() is not None:
-            del self._cycles[agent.name]
-            self._log(f"lousho trigger: cycle of agent {agent.name} (pid {process.pid}) exited "
-                      f"with code {process.returncode}")
+        running = self._cycles.get(agent.name)
+        if running is None or running[0].poll() is None:
+            return
+        process, revision, cycle_log = running
+        del self._cycles[agent.name]
+        try:
+            text = cycle_log.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            text = f"error LOUSHO_OBSERVE_CYCLE_LOG: cannot read {cycle_log}: {e}"
+        outcome = cycle_outcome(process.returncode, text)
+        extra: dict[str, Any] = {"outcome": outcome.outcome, "code": outcome.code, "proposal": outcome.proposal,
+                                 "exit_code": process.returncode, "log": str(cycle_log), "retry": outcome.retry}
+        if outcome.retry:
+            previous = self._retry.get(agent.name)
+            failures = previous[1] + 1 if previous is not None and previous[0] == revision else 1
+            wait = min(self.config.retry_base_s * 2.0 ** (failures - 1), _RETRY_CAP_S)
+            self._retry[agent.name] = (revision, failures, time.monotonic() + wait)
+            # The regression is not used up: the same revision may start a cycle once the wait is over.
+            self._started.discard((agent.name, revision))
+            extra["retry_in_s"] = round(wait, 3)
+        elif self._retry.get(agent.name, ("",))[0] == revision:
+            del self._retry[agent.name]
+        then = f"; retry in {extra['retry_in_s']:g} s" if outcome.retry else ""
+        self._finished(agent, revision, process, f"{outcome.describe()}{then}; log {cycle_log}", **extra)
 
     def _stop_cycle(self, name: str, process: subprocess.Popen[bytes]) -> None:
         if process.poll() is None:
@@ -335,17 +469,28 @@ class Trigger:
 
     def _record(self, agent: AgentSpec, revision: str, window: Window, action: str, reason: str,
                 **extra: Any) -> None:
-        entry = {
+        self._append(agent, {
             "at": datetime.now(UTC).isoformat(), "agent": agent.name, "revision": revision,
             "action": action, "reason": reason, "window": window.size,
             "before_passes": window.before_passes, "recent_passes": window.recent_passes,
             "z": None if window.z is None else round(window.z, 4), **extra,
-        }
+        })
+        pid = f" pid={extra['pid']}" if extra.get("pid") is not None else ""
+        self._log(f"lousho trigger: {action} agent={agent.name} revision={revision}{pid}: {reason}")
+
+    def _finished(self, agent: AgentSpec, revision: str, process: subprocess.Popen[bytes], reason: str,
+                  **extra: Any) -> None:
+        """The one line per cycle: its outcome (or failure and code) and where its log is."""
+        self._append(agent, {"at": datetime.now(UTC).isoformat(), "agent": agent.name, "revision": revision,
+                             "action": "finished", "reason": reason, "pid": process.pid, **extra})
+        self._log(f"lousho trigger: cycle of agent {agent.name} (pid {process.pid}) exited with code "
+                  f"{process.returncode}: {reason}")
+
+    @staticmethod
+    def _append(agent: AgentSpec, entry: dict[str, Any]) -> None:
         agent.state_dir.mkdir(parents=True, exist_ok=True)
         with (agent.state_dir / "trigger.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps(entry, sort_keys=True) + "\n")
-        pid = f" pid={extra['pid']}" if extra.get("pid") is not None else ""
-        self._log(f"lousho trigger: {action} agent={agent.name} revision={revision}{pid}: {reason}")
 
 
 def _started_revisions(agent: AgentSpec) -> set[str]:
@@ -359,6 +504,30 @@ def _started_revisions(agent: AgentSpec) -> set[str]:
             entry = json.loads(line)
         except json.JSONDecodeError:
             continue  # a torn last line from a crash; the lines before it still count
-        if isinstance(entry, dict) and entry.get("action") == "started" and entry.get("agent") == agent.name:
+        if not isinstance(entry, dict) or entry.get("agent") != agent.name:
+            continue
+        if entry.get("action") == "started":
             revisions.add(str(entry.get("revision")))
+        elif entry.get("action") == "finished" and entry.get("retry"):
+            revisions.discard(str(entry.get("revision")))  # failed before its step: not used up
     return revisions
+
+
+def read_records(agent: AgentSpec, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest ``limit`` lines of the agent's trigger log, newest first (for the agent's page)."""
+    path = agent.state_dir / "trigger.jsonl"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+        if len(out) >= limit:
+            break
+    return out

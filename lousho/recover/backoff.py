@@ -6,7 +6,9 @@ ten failures take about 80 minutes before quarantine, recovery-anchors §8). Jit
 §9.3) keeps replicas and runs that failed together from retrying in lockstep.
 
 Invariant: jitter only lengthens a wait, by at most ``JITTER`` of it, so a run is never tried before the rule's
-time, and a wait is never more than ``CAP_SECONDS x (1 + JITTER)``.
+time, and a wait is never more than ``CAP_SECONDS x (1 + JITTER)``, unless the provider asked for longer:
+``not_before`` moves a time to the provider's ``Retry-After`` (STYLE 8: retry only when the provider said it may
+be), never earlier.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ def next_attempt(now: datetime, failures: int, interval: float, rng: random.Rand
                  cap: float = CAP_SECONDS) -> datetime:
     """When a run that has just failed ``failures`` times in a row may be tried again."""
     return now + timedelta(seconds=delay(failures, interval, rng, cap))
+
+
+def not_before(when: datetime, now: datetime, retry_after: float | None) -> datetime:
+    """``when``, or ``now + retry_after`` if that is later: the provider's ``Retry-After`` is a floor."""
+    if retry_after is None:
+        return when
+    return max(when, now + timedelta(seconds=retry_after))
 
 
 def next_probe(now: datetime, failed_probes: int, interval: float, rng: random.Random,

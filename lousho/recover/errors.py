@@ -14,7 +14,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from lousho.errors import LoushoError, UsageError
+from lousho.errors import LoushoError, UsageError, retry_after_of
 
 # The code stored for an exception that carries none of its own (a bug, an OSError in a tool): retryable, because
 # the recover loop's backoff and quarantine bound how often it is tried again.
@@ -387,7 +387,8 @@ class LeaseLost(BaseException):
 
 
 def stored_error(exc: BaseException) -> dict[str, Any]:
-    """The ``{message, code, category, retryable}`` dict stored as a run's ``last_error``.
+    """The ``{message, code, category, retryable}`` dict stored as a run's ``last_error``, plus
+    ``retry_after`` (seconds) when a provider error carried the provider's ``Retry-After``.
 
     A ``LoushoError`` (or ``LeaseLost``) keeps its code and retryability, and its ``category`` when it has one
     (provider errors do). Anything else is stored as retryable with ``UNCLASSIFIED_CODE``, or
@@ -396,6 +397,10 @@ def stored_error(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, LoushoError | LeaseLost):
         out = dict(exc.to_dict())
         out.setdefault("category", getattr(exc, "category", None))
+        # The provider's Retry-After (seconds), kept only when given: the loop's backoff honours it.
+        retry_after = getattr(exc, "retry_after", None)
+        if isinstance(retry_after, int | float) and not isinstance(retry_after, bool) and retry_after >= 0:
+            out["retry_after"] = float(retry_after)
         return out
     code = UNCLASSIFIED_CODE if isinstance(exc, Exception) else INTERRUPTED_CODE
     message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -405,15 +410,20 @@ def stored_error(exc: BaseException) -> dict[str, Any]:
 class StoredError(LoushoError):
     """An error rebuilt from a stored ``last_error``: the same code, retryability and category."""
 
-    def __init__(self, message: str, *, code: str, retryable: bool, category: str | None) -> None:
+    def __init__(self, message: str, *, code: str, retryable: bool, category: str | None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message, code=code, retryable=retryable)
         self.category = category
+        self.retry_after = retry_after
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), self.message, dict(self.__dict__)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "category": self.category}
+        out = {**super().to_dict(), "category": self.category}
+        if self.retry_after is not None:
+            out["retry_after"] = self.retry_after
+        return out
 
 
 def error_from_stored(stored: dict[str, Any]) -> StoredError:
@@ -422,4 +432,5 @@ def error_from_stored(stored: dict[str, Any]) -> StoredError:
         code=str(stored.get("code", UNCLASSIFIED_CODE)),
         retryable=bool(stored.get("retryable", True)),
         category=stored.get("category"),
+        retry_after=retry_after_of(stored),
     )

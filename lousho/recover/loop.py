@@ -11,7 +11,8 @@ Invariants:
 - a run is executed only by the holder of its lease, and every write of that execution is fenced by the epoch
   the claim returned, so any number of loops may share a store (recovery-anchors §9.1);
 - a run is never tried before its ``next_attempt_at``, which a failure sets to ``backoff.next_attempt`` (the
-  claim re-checks it, so a stale listing cannot break it: anchors §10, DBOS #742);
+  claim re-checks it, so a stale listing cannot break it: anchors §10, DBOS #742), and never before the
+  provider's ``Retry-After`` stored with the error; nor is an outage probe;
 - every lease the loop takes is released (with the run's next state in the same fenced write) unless the process
   dies or the lease was taken over, or the run finished (never claimed again: its lease fields then name the loop
   that finished it); a dead loop's leases lapse after ``lease_seconds``;
@@ -34,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from lousho.recover import backoff, outage
-from lousho.recover.errors import LeaseLost, RunExists, RunNotEnded, stored_error
+from lousho.recover.errors import LeaseLost, RunExists, RunNotEnded, retry_after_of, stored_error
 from lousho.recover.heal import can_heal, diagnosis_note, heal_id, is_heal_fork
 from lousho.recover.lease import LEASE_SECONDS, ORPHAN_SECONDS, Clock, Keeper, default_owner, release, utc_clock
 from lousho.recover.rules import (
@@ -210,7 +211,10 @@ class RecoveryLoop:
                 failed = outcome == "provider-failure"
                 now = self.clock()
                 probes = self.store.get_outage().probes + failed
-                next_at = backoff.next_probe(now, probes, self.settings.interval, self._rng) if failed else None
+                next_at = None
+                if failed:
+                    next_at = backoff.not_before(backoff.next_probe(now, probes, self.settings.interval, self._rng),
+                                                 now, retry_after_of(self.store.get_outage().last_error))
                 self.store.release_probe(owner=self.owner, now=now, failed=failed, next_probe_at=next_at)
                 self._log("outage-probe-failed" if failed else "outage-probe-idle", None, probes=probes,
                           next_probe_at=next_at)
@@ -314,7 +318,9 @@ class RecoveryLoop:
             self._fork_gave_up(run)
             return "failed"
         if decision.action == RESUME or self._watch.paused:
-            next_at = backoff.next_attempt(now, run.consecutive_failures, self.settings.interval, self._rng)
+            next_at = backoff.not_before(
+                backoff.next_attempt(now, run.consecutive_failures, self.settings.interval, self._rng),
+                now, retry_after_of(error))
             release(self.store, run.id, epoch, next_attempt_at=next_at)
             self._log("backoff", run.id, failures=run.consecutive_failures, max_attempts=self.settings.max_attempts,
                       delay_s=round((next_at - now).total_seconds(), 3), code=error.get("code"))
@@ -323,7 +329,8 @@ class RecoveryLoop:
         return outcome
 
     def _outcome(self, provider_failure: bool, now: datetime, error: dict[str, Any] | None) -> OutageState:
-        first_probe = backoff.next_probe(now, 0, self.settings.interval, self._rng)
+        first_probe = backoff.not_before(backoff.next_probe(now, 0, self.settings.interval, self._rng), now,
+                                         retry_after_of(error) if provider_failure else None)
         state, change = self.store.record_outcome(provider_failure=provider_failure, now=now,
                                                   threshold=self.settings.outage_after, first_probe_at=first_probe,
                                                   error=error if provider_failure else None)

@@ -47,6 +47,7 @@ class RawServer:
     body: bytes = b"{}"
     headers: dict[str, str] = field(default_factory=dict)
     seen: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     url: str = ""
 
     def answer(self, status: int, body: bytes | dict[str, object], **headers: str) -> None:
@@ -92,6 +93,7 @@ def raw_server_fixture() -> Iterator[RawServer]:
         def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
             self.rfile.read(int(self.headers.get("content-length", 0)))
             raw.seen.append({k.lower(): v for k, v in self.headers.items()})
+            raw.paths.append(self.path)
             self.send_response(raw.status)
             for key, value in raw.headers.items():
                 self.send_header(key, value)

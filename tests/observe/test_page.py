@@ -107,7 +107,10 @@ def _send_runs(url: str) -> None:
 def _agent_dir(root: Path) -> Path:
     directory = root / "agent"
     (directory / ".lousho").mkdir(parents=True)
-    (directory / "check.py").write_text("def cases():\n    return []\n")
+    # A harness and a check module the daemon accepts at start (--agent is validated).
+    (directory / "instructions.md").write_text("Add numbers with the add tool.\n")
+    (directory / "check.py").write_text("def cases():\n    return []\n\n\ndef check(input_text, output):\n"
+                                        "    return None\n")
     paths = Paths(directory)
     audit.append(paths, "cycle-start", cycle="c-1", mode="auto")
     applied_at = datetime.fromtimestamp(APPLIED_NS / 1e9, UTC)

@@ -26,7 +26,7 @@ example: $(STAMP)
 	$(BIN)/python examples/openai-agent/demo.py --dir .lousho/example
 
 lint: $(STAMP)
-	$(BIN)/ruff check lousho tests benchmarks notebooks
+	$(BIN)/ruff check lousho tests benchmarks notebooks examples
 
 # The recover tests start a throwaway Postgres server (tests/recover/pg_support.py). Debian keeps initdb off PATH,
 # under /usr/lib/postgresql/<version>/bin; install the server package when no version is there. The Debian package

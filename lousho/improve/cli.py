@@ -29,6 +29,10 @@ class _DirGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+# The daemon a loop reads: its URL or store file, bearer token and CA certificate (None: no daemon).
+Daemon = tuple[str | None, str | None, Path | None]
+NO_DAEMON: Daemon = (None, None, None)
+
 @click.group("improve", cls=_DirGroup)
 def improve() -> None:
     """Propose, test, apply and roll back edits to an agent's instructions and skills.
@@ -52,6 +56,8 @@ def improve() -> None:
 @click.option("--observe", "observe", default=None,
               help="Also take cases from failed runs of the live revision in this daemon URL or DuckDB file.")
 @click.option("--token", envvar="LOUSHO_TOKEN", default=None, help="The daemon's bearer token [env LOUSHO_TOKEN].")
+@click.option("--ca-cert", type=click.Path(path_type=Path, dir_okay=False), envvar="LOUSHO_CA_CERT", default=None,
+              help="A PEM certificate to trust for an https --observe daemon [env LOUSHO_CA_CERT].")
 @click.option("--proposers", type=click.IntRange(1, 4), default=1, show_default=True,
               help="k invariant and k domain editors (in --mode seq: k rounds).")
 @click.option("--mode", type=click.Choice(["default", "seq"]), default="default", show_default=True,
@@ -75,7 +81,8 @@ def improve() -> None:
                    "(default: agent.toml's name, else the directory's name).")
 def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: str | None, model_key_env: str,
          model_timeout: float, editor_model_url: str | None, editor_model_name: str | None, observe: str | None,
-         token: str | None, proposers: int, mode: str, select: bool, parallel: bool, cache_dir: Path | None,
+         token: str | None, ca_cert: Path | None, proposers: int, mode: str, select: bool, parallel: bool,
+         cache_dir: Path | None,
          cached_probe: bool, quoted_checks: str, as_json: bool, apply_: bool, watch: bool, interval: float | None,
          ticks: int | None, agent_name: str | None) -> None:
     """One improvement step on AGENT_DIR: propose an edit or keep the base. Writes nothing to AGENT_DIR
@@ -88,11 +95,12 @@ def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: s
 
     model, editor = _models(model_url, model_name, model_key_env, model_timeout, editor_model_url, editor_model_name)
     if apply_ or watch:
-        _loop(agent_dir, check_path, model, editor, observe, token, as_json, watch, interval, ticks, agent_name)
+        _loop(agent_dir, check_path, model, editor, (observe, token, ca_cert), as_json, watch, interval, ticks,
+              agent_name)
         return
     with _progress(enabled=not as_json and sys.stderr.isatty()) as progress:
         result = improve_agent(agent_dir, check_path, model=model, editor_model=editor, observe=observe,
-                               observe_token=token, proposers=proposers, mode=mode,  # type: ignore[arg-type]
+                               observe_token=token, observe_ca_cert=ca_cert, proposers=proposers, mode=mode,  # type: ignore[arg-type]
                                select=select, parallel=parallel, cache_dir=cache_dir, cached_probe=cached_probe,
                                quoted_checks=quoted_checks,  # type: ignore[arg-type]
                                environ=dict(os.environ), progress=progress, agent_name=agent_name)
@@ -129,15 +137,16 @@ def _models(model_url: str | None, model_name: str | None, model_key_env: str, m
     return model, editor
 
 
-def _setup(agent_dir: Path, check_path: Path | None, model: Any, editor: Any, observe: str | None,
-           token: str | None, rate_limit: bool = False, agent_name: str | None = None) -> Any:
+def _setup(agent_dir: Path, check_path: Path | None, model: Any, editor: Any, daemon: Daemon,
+           rate_limit: bool = False, agent_name: str | None = None) -> Any:
     from lousho.improve.cycle import LoopSetup
 
     if not agent_dir.is_dir():
         raise UsageError(f"{agent_dir}: not a directory", code="LOUSHO_AGENT_DIR_INVALID",
                          hint="pass the harness directory (it holds instructions.md and skills/<name>/SKILL.md)")
+    observe, token, ca_cert = daemon
     return LoopSetup(agent_dir, check_path if check_path is not None else _no_check, model, editor, observe, token,
-                     dict(os.environ), rate_limit=rate_limit, agent_name=agent_name)
+                     dict(os.environ), rate_limit=rate_limit, agent_name=agent_name, observe_ca_cert=ca_cert)
 
 
 def _no_check(input_text: str, output: str | None) -> Any:
@@ -145,13 +154,13 @@ def _no_check(input_text: str, output: str | None) -> Any:
                      hint="pass --check and the model flags")
 
 
-def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, observe: str | None, token: str | None,
-          as_json: bool, watch: bool, interval: float | None, ticks: int | None, agent_name: str | None) -> None:
+def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, daemon: Daemon, as_json: bool,
+          watch: bool, interval: float | None, ticks: int | None, agent_name: str | None) -> None:
     from lousho.improve.cycle import run_cycle
     from lousho.improve.watcher import watch as watch_loop
 
     if watch:
-        setup = _setup(agent_dir, check_path, model, editor, observe, token, rate_limit=True, agent_name=agent_name)
+        setup = _setup(agent_dir, check_path, model, editor, daemon, rate_limit=True, agent_name=agent_name)
 
         def show(t: Any) -> None:
             line = {"action": t.action, "reason": t.reason}
@@ -163,7 +172,7 @@ def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, observe: s
 
         watch_loop(setup, ticks=ticks, interval=interval, on_tick=show)
         return
-    result = run_cycle(_setup(agent_dir, check_path, model, editor, observe, token, agent_name=agent_name))
+    result = run_cycle(_setup(agent_dir, check_path, model, editor, daemon, agent_name=agent_name))
     _print_cycle(result, as_json)
     if result.outcome == "error":
         sys.exit(1)
@@ -198,7 +207,7 @@ def approve(agent_dir: Path, proposal_id: str, check_path: Path, model_url: str 
     from lousho.improve.cycle import apply_proposal
 
     model, _ = _models(model_url, model_name, model_key_env, model_timeout, None, None)
-    result = apply_proposal(_setup(agent_dir, check_path, model, None, None, None), proposal_id, by="person")
+    result = apply_proposal(_setup(agent_dir, check_path, model, None, NO_DAEMON), proposal_id, by="person")
     _print_cycle(result, as_json)
     if result.outcome in ("refused", "paused"):
         sys.exit(1)
@@ -211,7 +220,7 @@ def reject(agent_dir: Path, proposal_id: str) -> None:
     """Reject a queued proposal: nothing is written."""
     from lousho.improve.cycle import reject_proposal
 
-    result = reject_proposal(_setup(agent_dir, None, None, None, None, None), proposal_id)
+    result = reject_proposal(_setup(agent_dir, None, None, None, NO_DAEMON), proposal_id)
     _echo(f"{result.outcome}: {result.reason}")
     if result.outcome == "refused":
         sys.exit(1)
@@ -224,7 +233,7 @@ def rollback_command(agent_dir: Path, to: str | None) -> None:
     """Restore a saved revision through the writer (a new history entry) and start the cooldown."""
     from lousho.improve.cycle import rollback
 
-    result = rollback(_setup(agent_dir, None, None, None, None, None), to=to, reason="by a person")
+    result = rollback(_setup(agent_dir, None, None, None, NO_DAEMON), to=to, reason="by a person")
     _echo(f"rolled back: the harness is at {result.revision}")
 
 
@@ -253,7 +262,7 @@ def status(agent_dir: Path, as_json: bool) -> None:
     from lousho.improve.writer import saved_revisions
 
     paths = Paths(agent_dir)
-    _setup(agent_dir, None, None, None, None, None)
+    _setup(agent_dir, None, None, None, NO_DAEMON)
     verdict = audit.verify(paths)
     data = {
         "revision": read_harness(agent_dir).revision, "config": asdict(load_config(paths)),

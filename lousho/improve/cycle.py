@@ -64,6 +64,8 @@ class LoopSetup:
     progress: Callable[[str], None] | None = None
     # The name the agent's runs carry (gen_ai.agent.name); default: agent.toml's, else the directory's.
     agent_name: str | None = None
+    # A PEM certificate to trust when ``observe`` is an https daemon with a self-signed certificate.
+    observe_ca_cert: Path | None = None
 
     @property
     def paths(self) -> Paths:
@@ -155,7 +157,8 @@ def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) ->
     editor = _editor_client(setup, config)
     step = improve_agent(
         setup.agent_dir, module, model=setup.model, editor_model=setup.editor_model, observe=setup.observe,
-        observe_token=setup.observe_token, recurring_only=config.recurring_only, lessons=[le.text for le in shown],
+        observe_token=setup.observe_token, observe_ca_cert=setup.observe_ca_cert,
+        recurring_only=config.recurring_only, lessons=[le.text for le in shown],
         quoted_checks=config.quoted_policy, cache_dir=paths.cache, environ=dict(setup.environ),
         editor_client=editor, progress=setup.progress, token_budget=remaining,
         stop_check=lambda: kill_switch(paths, setup.environ), agent_name=setup.name,

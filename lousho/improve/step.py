@@ -68,6 +68,7 @@ def improve_agent(
     recoveries: Sequence[Recovery] = (),
     observe: str | Path | None = None,
     observe_token: str | None = None,
+    observe_ca_cert: Path | None = None,
     recurring_only: bool = False,
     lessons: Sequence[str] = (),
     proposers: int = 1,
@@ -93,7 +94,8 @@ def improve_agent(
     try:
         _check_options(proposers, mode, quoted_checks, failure_names)
         step = _Step(root, load_check_module(check), model, editor_model, cases, tuple(recoveries),
-                     (observe, observe_token, recurring_only) if observe is not None else None, tuple(lessons),
+                     (observe, observe_token, observe_ca_cert, recurring_only) if observe is not None else None,
+                     tuple(lessons),
                      proposers, mode, select, parallel, Path(cache_dir) if cache_dir else None, cached_probe,
                      quoted_checks, failure_names, rules, dict(os.environ if environ is None else environ),
                      editor_client, progress or (lambda _: None), stop_check or (lambda: None), token_budget,
@@ -146,7 +148,7 @@ class _Step:
     editor_model: ModelConfig | None
     given_cases: Sequence[Any] | None
     recoveries: tuple[Recovery, ...]
-    observe: tuple[str | Path, str | None, bool] | None
+    observe: tuple[str | Path, str | None, Path | None, bool] | None
     lessons: tuple[str, ...]
     proposers: int
     mode: Mode
@@ -201,10 +203,11 @@ class _Step:
         else:
             cases = module_cases(self.module)
         if self.observe is not None:
-            target, token, recurring = self.observe
+            target, token, ca_cert, recurring = self.observe
             held = [c.id for c in cases if c.held_out]
             stored, recoveries = cases_from_store(target, self.agent_name or default_agent_name(self.root),
-                                                  recurring_only=recurring, held_out=held, token=token)
+                                                  recurring_only=recurring, held_out=held, token=token,
+                                                  ca_cert=ca_cert)
             known = {c.input for c in cases}
             cases += [c for c in stored if c.input not in known]
             self.recoveries += tuple(recoveries)

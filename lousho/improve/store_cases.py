@@ -9,13 +9,14 @@ from lousho.improve.records import Case, Recovery
 
 
 def cases_from_store(target: str | Path, agent: str, *, recurring_only: bool = False,
-                     held_out: Iterable[str] = (), token: str | None = None) -> tuple[list[Case], list[Recovery]]:
+                     held_out: Iterable[str] = (), token: str | None = None,
+                     ca_cert: Path | None = None) -> tuple[list[Case], list[Recovery]]:
     """Training cases from ``cases_from_failures`` (live revision only, probe runs never) and the
     recoveries of ``cases_from_recoveries`` (never of a held-out case)."""
     from lousho.analysis.cases import cases_from_failures, cases_from_recoveries
     from lousho.observe.client import connect
 
-    client = connect(target, token=token)
+    client = connect(target, token=token, ca_cert=ca_cert)
     failures = cases_from_failures(client, agent, recurring_only=recurring_only)
     cases = [Case(id=str(row["case_id"]), input=str(row["input"] or ""), source="failure",
                   failed_checks=tuple(row["failed_checks"] or ()), seen=int(row["count"]))

@@ -110,7 +110,7 @@ def _monitor(setup: LoopSetup, watched: dict[str, object], *, guarded: bool) -> 
     from lousho.observe.client import connect
 
     config = load_config(setup.paths)
-    store = connect(setup.observe, token=setup.observe_token)
+    store = connect(setup.observe, token=setup.observe_token, ca_cert=setup.observe_ca_cert)
     agent = _agent_name(setup)
     monitor = Monitor(store, agent, str(watched["before"]), str(watched["after"]),
                       parse_iso(str(watched["applied_at"])),
@@ -138,7 +138,8 @@ def _traffic(setup: LoopSetup, watched: dict[str, object], outcomes: TrafficOutc
     elif setup.observe:
         from lousho.observe.client import connect
 
-        decision = traffic.decide(paths, store=connect(setup.observe, token=setup.observe_token))
+        store = connect(setup.observe, token=setup.observe_token, ca_cert=setup.observe_ca_cert)
+        decision = traffic.decide(paths, store=store)
     else:
         return Tick("traffic", "no observe store configured: the traffic canary cannot be judged")
     config = load_config(paths)

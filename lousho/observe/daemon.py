@@ -62,7 +62,8 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         if trigger is not None and trigger.agents:
             # The cycle reads this daemon: its failed runs become cases and its monitor reads live runs.
             url = f"{config.scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
-            watcher = Trigger(dataclasses.replace(trigger, observe_url=url, observe_token=config.token), store.reader,
+            watcher = Trigger(dataclasses.replace(trigger, observe_url=url, observe_token=config.token,
+                                                  observe_ca_cert=config.tls_cert), store.reader,
                               sql_timeout_s=config.sql_timeout_s)
             watcher.start()
         if config.grpc_port is not None:

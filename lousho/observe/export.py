@@ -6,6 +6,7 @@ exporter logs and counts them), never a failure of its own.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from opentelemetry.sdk.resources import Resource
@@ -24,24 +25,33 @@ def instrument(
     token: str | None = None,
     batch: bool = True,
     resource_attributes: dict[str, str] | None = None,
+    ca_cert: str | Path | None = None,
 ) -> TracerProvider:
     """A TracerProvider that exports to the daemon. It is not made global: pass it on, or call
     ``opentelemetry.trace.set_tracer_provider`` yourself. Call ``shutdown()`` before exit so the
     last batch is sent.
 
     ``endpoint`` is the daemon's base address: ``http://host:4318`` for OTLP/HTTP, or
-    ``http://host:4317`` with ``protocol="grpc"``.
+    ``http://host:4317`` with ``protocol="grpc"``; ``https://`` for a daemon on TLS, whose certificate
+    ``ca_cert`` (a PEM file) is trusted when it is self-signed.
     """
     headers = {"authorization": f"Bearer {token}"} if token else None
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
 
         target = endpoint.split("://", 1)[-1]
-        exporter = Grpc(endpoint=target, insecure=True, headers=headers)
+        if endpoint.startswith("https://"):
+            import grpc
+
+            roots = Path(ca_cert).read_bytes() if ca_cert is not None else None
+            exporter = Grpc(endpoint=target, credentials=grpc.ssl_channel_credentials(roots), headers=headers)
+        else:
+            exporter = Grpc(endpoint=target, insecure=True, headers=headers)
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
 
-        exporter = Http(endpoint=f"{endpoint.rstrip('/')}/v1/traces", headers=headers)
+        exporter = Http(endpoint=f"{endpoint.rstrip('/')}/v1/traces", headers=headers,
+                        certificate_file=str(ca_cert) if ca_cert is not None else None)
     attrs = {"service.name": service_name, **(resource_attributes or {})}
     provider = TracerProvider(resource=Resource.create(attrs))
     processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)

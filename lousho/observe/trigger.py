@@ -174,6 +174,8 @@ class TriggerConfig:
     # This daemon's token: the cycle gets it as LOUSHO_TOKEN in its environment, never on its command
     # line (which any local user can read in the process list), and never in a log or repr.
     observe_token: str | None = field(default=None, repr=False)
+    # The daemon's own TLS certificate, which its cycles trust when it is served over https.
+    observe_ca_cert: Path | None = None
     # The cycle's models (the agent's, for probes without probe(), and the editors'); None: the cycle's
     # own defaults (its environment's LOUSHO_MODEL_URL, ...).
     models: CycleModels = field(default_factory=lambda: CycleModels())
@@ -276,14 +278,17 @@ def cycle_outcome(returncode: int, log_text: str) -> CycleOutcome:
 _ERROR_LINE = re.compile(r"^error (LOUSHO_[A-Z0-9_]+): (.*)$", re.M)
 
 
-def cycle_environment(base: dict[str, str], token: str | None) -> dict[str, str]:
-    """The cycle's environment: the daemon's own, with ``LOUSHO_TOKEN`` set to the daemon's token.
+def cycle_environment(base: dict[str, str], token: str | None, ca_cert: Path | None = None) -> dict[str, str]:
+    """The cycle's environment: the daemon's own, with ``LOUSHO_TOKEN`` set to the daemon's token and, for a
+    daemon on TLS, ``LOUSHO_CA_CERT`` to its certificate.
 
     A daemon given ``--token`` has no LOUSHO_TOKEN of its own to pass on, and a daemon without a token
-    must not hand its cycle a stale one from its environment for a different daemon."""
-    env = {k: v for k, v in base.items() if k != "LOUSHO_TOKEN"}
+    must not hand its cycle a stale one from its environment for a different daemon (nor a stale CA)."""
+    env = {k: v for k, v in base.items() if k not in ("LOUSHO_TOKEN", "LOUSHO_CA_CERT")}
     if token:
         env["LOUSHO_TOKEN"] = token
+    if ca_cert is not None:
+        env["LOUSHO_CA_CERT"] = str(ca_cert.resolve())
     return env
 
 
@@ -413,7 +418,7 @@ class Trigger:
                 command = cycle_command(agent, self.config.observe_url, self.config.models)
                 # The daemon's environment is passed through, not read as configuration: the cycle's
                 # CLI resolves its own flags from it (LOUSHO_MODEL_URL, the model's key, ...).
-                env = cycle_environment(dict(os.environ), self.config.observe_token)
+                env = cycle_environment(dict(os.environ), self.config.observe_token, self.config.observe_ca_cert)
                 process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                            stderr=subprocess.STDOUT, env=env)
         except OSError as e:

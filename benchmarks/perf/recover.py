@@ -63,8 +63,7 @@ def fresh_store_url(base: str, directory: Path, name: str) -> Iterator[str]:
         yield f"sqlite:///{path}"
         return
     open_store(base).close()  # migrate
-    _sql(base, lambda cur: [cur.execute(f"DELETE FROM {t}") for t in ("checkpoint_history", "checkpoints",
-                                                                       "approvals", "runs")])
+    _sql(base, lambda cur: [cur.execute(f"DELETE FROM {t}") for t in ("checkpoints", "approvals", "runs")])
     _sql(base, lambda cur: cur.execute("UPDATE recover_outage SET failures = 0, paused_since = NULL, probes = 0, "
                                        "next_probe_at = NULL, probe_owner = NULL, probe_expiry = NULL"))
     yield base

@@ -21,6 +21,24 @@ APPROVAL_COLUMNS = "id, run_id, tool_call_id, tool_name, args, kind, status, cre
 SESSION_COLUMNS = "id, agent, transcript, turns, pending_turn, version, updated_at"
 TERMINAL = ("finished", "stopped")  # resume refuses these
 
+# Statements both stores run, written with ``?`` (``pg`` makes them Postgres's ``%s``).
+# A checkpoint: the step copied in only from a runs row still at the writer's epoch (the fence is the insert itself),
+# with the history limit of the store that saved it (schema.HISTORY_VIEW). Parameters: run_id, step, name, output,
+# saved_at, epoch, history_limit, run_id, epoch.
+SAVE_STEP = (
+    f"INSERT INTO checkpoints ({STEP_COLUMNS}, history_limit) SELECT ?, ?, ?, ?, ?, ?, ? FROM runs "
+    "WHERE id = ? AND lease_epoch = ? ON CONFLICT (run_id, step) DO NOTHING"
+)
+# A step copied into a fork. Parameters: the STEP_COLUMNS values, then history_limit.
+COPY_STEP = f"INSERT INTO checkpoints ({STEP_COLUMNS}, history_limit) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# Progress resets the failure count; the WHERE skips the row write when it is 0 already. Parameters: now, run_id.
+RESET_FAILURES = "UPDATE runs SET consecutive_failures = 0, updated_at = ? WHERE id = ? AND consecutive_failures <> 0"
+
+
+def pg(sql: str) -> str:
+    """``sql`` with Postgres placeholders (the shared statements hold no literal ``?`` or ``%``)."""
+    return sql.replace("?", "%s")
+
 
 def run_record(row: tuple[Any, ...], location: str) -> RunRecord:
     run_id = row[0]

@@ -326,7 +326,7 @@ class SqliteStore:
 
     def delete_run(self, run_id: str) -> bool:
         with self._write("delete_run") as conn:
-            for table in ("checkpoint_history", "checkpoints", "approvals"):
+            for table in ("checkpoints", "approvals"):  # the history is a view of checkpoints
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             return bool(conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount)
 
@@ -340,11 +340,8 @@ class SqliteStore:
             # at ``epoch`` (BEGIN IMMEDIATE already serialises it against bump_epoch). It reads the runs row
             # without rewriting it, so a step commits one page fewer than a fence-by-UPDATE would. The Postgres store
             # adds FOR SHARE to the SELECT so that a concurrent bump_epoch waits for, or fences, this insert.
-            inserted = conn.execute(
-                f"INSERT INTO checkpoints ({_STEP_COLUMNS}) SELECT ?, ?, ?, ?, ?, ? FROM runs "
-                "WHERE id = ? AND lease_epoch = ? ON CONFLICT (run_id, step) DO NOTHING",
-                (run_id, step, name, text, now, epoch, run_id, epoch),
-            ).rowcount
+            inserted = conn.execute(rows.SAVE_STEP, (run_id, step, name, text, now, epoch, self.history_limit,
+                                                     run_id, epoch)).rowcount
             if not inserted:
                 existing = conn.execute(f"SELECT {_STEP_COLUMNS} FROM checkpoints WHERE run_id = ? AND step = ?",
                                         (run_id, step)).fetchone()
@@ -353,26 +350,9 @@ class SqliteStore:
                     raise self._refused(conn, run_id, epoch)
                 return self._step(existing)  # recorded already: the first record stands
             # Progress resets the failure count; the WHERE skips the page write when it is 0 already.
-            conn.execute("UPDATE runs SET consecutive_failures = 0, updated_at = ? "
-                         "WHERE id = ? AND consecutive_failures <> 0", (now, run_id))
-            self._append_history(conn, run_id, [(step, name, text, now, epoch)])
+            conn.execute(rows.RESET_FAILURES, (now, run_id))
         return StepRecord(run_id, step, name, decode(text, run_id=run_id, step=step, column="output",
                                                        location=self.location), now, epoch)
-
-    def _append_history(self, conn: sqlite3.Connection, run_id: str, entries: list[tuple[Any, ...]]) -> None:
-        """Write (step, name, output, saved_at, epoch) entries into the run's ring, each over the oldest slot."""
-        if self.history_limit == 0:
-            return
-        for entry in entries:
-            # One statement: number the entry after the run's newest and write it over the slot that number owns.
-            conn.execute(
-                "INSERT INTO checkpoint_history (run_id, slot, seq, step, name, output, saved_at, epoch) "
-                "SELECT ?, (COALESCE(MAX(seq), 0) + 1) % ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? "
-                "FROM checkpoint_history WHERE run_id = ? "
-                "ON CONFLICT (run_id, slot) DO UPDATE SET seq = excluded.seq, step = excluded.step, "
-                "name = excluded.name, output = excluded.output, saved_at = excluded.saved_at, epoch = excluded.epoch",
-                (run_id, self.history_limit, *entry, run_id),
-            )
 
     def load_steps(self, run_id: str) -> dict[int, StepRecord]:
         rows = self._read(f"SELECT {_STEP_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY step", (run_id,))
@@ -409,10 +389,8 @@ class SqliteStore:
                 "SELECT step, name, output, saved_at, epoch FROM checkpoints WHERE run_id = ? AND step < ? "
                 "ORDER BY step", (run_id, from_step),
             ).fetchall()
-            conn.executemany(f"INSERT INTO checkpoints ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                             [(new_id, *row) for row in copied])
-            # The copies are the fork's first saves, so its history starts with them (ring-trimmed).
-            self._append_history(conn, new_id, copied[-self.history_limit:] if self.history_limit else [])
+            # The copies are the fork's first saves, so its history starts with them.
+            conn.executemany(rows.COPY_STEP, [(new_id, *row, self.history_limit) for row in copied])
             return self._get(conn, new_id)
 
     # --- the recover loop: claims and the outage breaker ---

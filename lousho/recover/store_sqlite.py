@@ -23,6 +23,7 @@ from lousho.recover._codec import decode, encode, format_utc, utc_now
 from lousho.recover.errors import (
     ApprovalExists,
     ApprovalNotFound,
+    CheckpointCorrupt,
     CheckpointNotFound,
     LeaseLost,
     RunAwaitingApproval,
@@ -67,14 +68,9 @@ _TERMINAL = rows.TERMINAL
 _check_choice = rows.check_choice
 _column_value = rows.column_value
 
-# The recover loop's claim rule (RunStore.list_due), in SQL both backends run; parameters: now, orphan_before.
-# A lease is free once it expired; a running run with no lease owner at all was started outside any lease, so only
-# its age (updated_at) says its process is gone.
-CLAIMABLE = (
-    "status IN ('interrupted', 'running') AND (lease_expiry IS NULL OR lease_expiry <= ?) "
-    "AND (status = 'interrupted' OR lease_owner IS NOT NULL OR updated_at <= ?)"
-)
-DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
+# The recover loop's claim rule, in SQL both backends run (_rows.py).
+CLAIMABLE = rows.CLAIMABLE
+DUE = rows.DUE
 _OUTAGE_COLUMNS = (
     "failures, paused_since, probes, next_probe_at, probe_owner, probe_run, probe_expiry, last_error, updated_at"
 )
@@ -418,6 +414,18 @@ class SqliteStore:
             if not conn.execute(sql, params).rowcount:
                 return None
             return self._get(conn, run_id)  # a run that does not decode rolls the claim back
+
+    def claim_due(
+        self, *, owner: str, lease_seconds: float, now: datetime, orphan_before: datetime, limit: int,
+    ) -> list[RunRecord | CheckpointCorrupt]:
+        at, expiry = format_utc(now), format_utc(now + timedelta(seconds=lease_seconds))
+        # BEGIN IMMEDIATE holds every other writer off from the read to the write: one compare-and-set for the batch.
+        with self._write("claim_due") as conn:
+            found = conn.execute(rows.CLAIM_DUE_SELECT, (at, format_utc(orphan_before), at, limit)).fetchall()
+            if found:
+                ids = [row[0] for row in found]
+                conn.execute(f"{rows.CLAIM}id IN ({', '.join('?' * len(ids))})", (owner, expiry, at, *ids))
+        return [rows.claimed(row, owner, expiry, at, self.location) for row in found]
 
     def _outage(self, row: tuple[Any, ...]) -> OutageState:
         error = decode(row[7], run_id="provider", step=None, column="last_error", location=self.location,

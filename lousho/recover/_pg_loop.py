@@ -115,6 +115,13 @@ class PgLoopMethods:
         error: dict[str, Any] | None = None,
     ) -> tuple[OutageState, str | None]:
         at = format_utc(now)
+        if not provider_failure:
+            # The common case, a success with the breaker closed and no failures counted, needs no write (nor the
+            # breaker row's lock, which every replica would queue on once per run): a failure that lands after this
+            # read is simply ordered after this success.
+            current = self.get_outage()
+            if not current.paused and current.failures == 0:
+                return current, None
 
         def record(cur: Cursor) -> tuple[OutageState, str | None]:
             cur.execute("INSERT INTO recover_outage (id, failures, probes, updated_at) VALUES ('provider', 0, 0, %s) "

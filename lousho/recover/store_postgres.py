@@ -208,9 +208,10 @@ class PostgresStore(PgLoopMethods):
             sql, params = sql + " AND lease_epoch = %s", [*params, epoch]
 
         def update(cur: Cursor) -> RunRecord:
-            if not cur.execute(sql, params).rowcount:
+            row = cur.execute(f"{sql} RETURNING {RUN_COLUMNS}", params).fetchone()  # the write and its read, at once
+            if row is None:
                 raise self._refused(cur, run_id, epoch)
-            return self._get(cur, run_id)
+            return run_record(row, self.location)
 
         return self._write(point, update)
 
@@ -259,8 +260,9 @@ class PostgresStore(PgLoopMethods):
             # re-check its WHERE against the new row (awaiting_approval) but run EXISTS on its old snapshot (no
             # approval yet), and resume a paused run. After the lock, the UPDATE's snapshot has the approval.
             cur.execute("SELECT 1 FROM runs WHERE id = %s FOR NO KEY UPDATE", (run_id,))
-            if cur.execute(sql, params).rowcount:
-                return self._get(cur, run_id)
+            row = cur.execute(f"{sql} RETURNING {RUN_COLUMNS}", params).fetchone()
+            if row is not None:
+                return run_record(row, self.location)
             run = cur.execute("SELECT status FROM runs WHERE id = %s", (run_id,)).fetchone()
             if run is not None and run[0] in TERMINAL:
                 raise RunNotResumable(run_id, run[0])

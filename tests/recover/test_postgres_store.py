@@ -295,3 +295,17 @@ def test_durable_runs_survive_a_dropped_connection_mid_run(pg_url: str, pg_serve
     run.finish("done")
     assert sorted(store.load_steps("r1")) == [0, 1] and store.get_run("r1").status == "finished"
     store.close()
+
+
+def test_a_success_with_the_breaker_closed_leaves_its_row_alone_so_replicas_do_not_queue_on_it(pg_url: str):
+    """Every resume counts its outcome into the one breaker row; a success that changes nothing must not lock that
+    row, or every replica's every run would wait on it in turn. A failure still takes the lock (StoreBusy here)."""
+    store = PostgresStore(pg_url, busy_timeout_s=0.5)
+    now = datetime.now(UTC)
+    with psycopg.connect(pg_url) as holder:  # another replica's open transaction on the breaker row
+        holder.execute("SELECT 1 FROM recover_outage WHERE id = 'provider' FOR UPDATE")
+        state, change = store.record_outcome(provider_failure=False, now=now, threshold=3, first_probe_at=now)
+        assert (state.failures, state.paused, change) == (0, False, None)
+        with pytest.raises(StoreBusy):
+            store.record_outcome(provider_failure=True, now=now, threshold=3, first_probe_at=now)
+    store.close()

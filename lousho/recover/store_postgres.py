@@ -202,8 +202,17 @@ class PostgresStore(PgLoopMethods):
         sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} ORDER BY created_at, id"
         return [run_record(row, self.location) for row in self._read(sql, tuple(params))]
 
-    def _fenced_update(self, point: str, run_id: str, sql: str, params: list[Any], epoch: int | None) -> RunRecord:
-        """One conditional UPDATE of the run (fenced by ``epoch`` when given): the fence is its WHERE."""
+    def _fenced_update(self, point: str, run_id: str, sql: str, params: list[Any], epoch: int | None, *,
+                       idempotent: bool = False) -> RunRecord:
+        """One conditional UPDATE of the run (fenced by ``epoch`` when given): the fence is its WHERE.
+
+        ``idempotent``: the UPDATE sets values, not increments, so applying it twice leaves what applying it once
+        does. Then it runs as its own transaction (one round trip, not a BEGIN, the UPDATE and a COMMIT), retried
+        whole on a lost connection as a read is, and its fault point ``<point>:before_commit`` comes just before
+        it (a single statement has no moment between its write and its commit). Should the retry find the epoch
+        moved on after a first try that did commit, it raises ``LeaseLost`` for a write that landed: the caller
+        stops, as it must anyway once another holder took the run.
+        """
         if epoch is not None:
             sql, params = sql + " AND lease_epoch = %s", [*params, epoch]
 
@@ -213,7 +222,13 @@ class PostgresStore(PgLoopMethods):
                 raise self._refused(cur, run_id, epoch)
             return run_record(row, self.location)
 
-        return self._write(point, update)
+        if not idempotent:
+            return self._write(point, update)
+        with self._lock:
+            self._hit(f"{point}:before_commit")
+            result = self._db.run(update, write=False)
+        self._hit(f"{point}:after_commit")
+        return result
 
     def update_run(self, run_id: str, *, epoch: int | None = None, **fields: Any) -> RunRecord:
         unknown = sorted(set(fields) - UPDATABLE)
@@ -223,7 +238,7 @@ class PostgresStore(PgLoopMethods):
         values = [column_value(run_id, name, fields[name]) for name in columns]
         sets = ", ".join(f"{name} = %s" for name in [*columns, "updated_at"])
         return self._fenced_update("update_run", run_id, f"UPDATE runs SET {sets} WHERE id = %s",
-                                   [*values, utc_now(), run_id], epoch)
+                                   [*values, utc_now(), run_id], epoch, idempotent=True)
 
     def record_failure(
         self, run_id: str, error: dict[str, Any], *, status: str | None = None,

@@ -309,3 +309,25 @@ def test_a_success_with_the_breaker_closed_leaves_its_row_alone_so_replicas_do_n
         with pytest.raises(StoreBusy):
             store.record_outcome(provider_failure=True, now=now, threshold=3, first_probe_at=now)
     store.close()
+
+
+def test_an_update_that_loses_its_connection_is_applied_by_its_retry_as_it_sets_values(
+    pg_url: str, pg_server: PgServer,
+):
+    """update_run sets values (a finish, a lease renewal, a release), so it is one statement in its own transaction,
+    one round trip, and a connection lost under it is simply retried: applying it twice leaves what once does.
+    record_failure counts, so it stays a transaction whose lost COMMIT is reported, not retried."""
+    store: PostgresStore
+
+    def drop(point: str) -> None:
+        if point == "update_run:before_commit" and not dropped:
+            dropped.append(point)
+            _terminate(pg_server, store._db._conn.info.backend_pid)
+
+    dropped: list[str] = []
+    store = PostgresStore(pg_url, fault=drop)
+    store.create_run("r1", agent="a", kind="send", input={})
+    finished = store.update_run("r1", epoch=0, status="finished", output={"ok": True})
+    assert (finished.status, finished.output) == ("finished", {"ok": True}) and dropped
+    assert store.get_run("r1").status == "finished"
+    store.close()

@@ -267,15 +267,25 @@ class PostgresStore(PgLoopMethods):
             "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending'))"
         )
         params: list[Any] = [0 if epoch is not None else 1, utc_now(), run_id]
+        fence = ""
         if epoch is not None:
-            sql, params = sql + " AND lease_epoch = %s", [*params, epoch]
+            fence, params = " AND lease_epoch = %s", [*params, epoch]
+        # The common case (an interrupted or running run, as every run the recover loop claims is) decided by the
+        # row alone: the UPDATE re-checks such a WHERE exactly against a row that changed while it waited for it.
+        resumable = (f"UPDATE runs SET attempts = attempts + 1, status = 'running', lease_epoch = lease_epoch + %s, "
+                     f"{takeover}updated_at = %s WHERE id = %s "
+                     f"AND status NOT IN ('finished', 'stopped', 'awaiting_approval'){fence} RETURNING {RUN_COLUMNS}")
 
         def begin(cur: Cursor) -> RunRecord:
-            # Lock first. Without it, an UPDATE that waited on a concurrent create_approval(pause_epoch=...) would
-            # re-check its WHERE against the new row (awaiting_approval) but run EXISTS on its old snapshot (no
-            # approval yet), and resume a paused run. After the lock, the UPDATE's snapshot has the approval.
+            row = cur.execute(resumable, params).fetchone()
+            if row is not None:
+                return run_record(row, self.location)
+            # A run awaiting approval (or not resumable at all). Lock first. Without it, an UPDATE that waited on a
+            # concurrent create_approval(pause_epoch=...) would re-check its WHERE against the new row
+            # (awaiting_approval) but run EXISTS on its old snapshot (no approval yet), and resume a paused run.
+            # After the lock, the UPDATE's snapshot has the approval.
             cur.execute("SELECT 1 FROM runs WHERE id = %s FOR NO KEY UPDATE", (run_id,))
-            row = cur.execute(f"{sql} RETURNING {RUN_COLUMNS}", params).fetchone()
+            row = cur.execute(f"{sql}{fence} RETURNING {RUN_COLUMNS}", params).fetchone()
             if row is not None:
                 return run_record(row, self.location)
             run = cur.execute("SELECT status FROM runs WHERE id = %s", (run_id,)).fetchone()

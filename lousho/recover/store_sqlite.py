@@ -54,9 +54,10 @@ BUSY_TIMEOUT_S = 10.0
 # of the process (the bytes are in the OS page cache; tests/recover/test_checkpoint_crash.py kills right after the
 # commit and finds the step) and the database never corrupts. Only a power loss or OS crash can drop the newest
 # commits, and then their steps re-run: the at-least-once contract every step already has. FULL adds an fsync per
-# commit. Measured with benchmarks/perf/checkpoints.py (ext4, 2 shared vCPUs, docs/performance.md): NORMAL 12,000
-# durable writes/s and 0.14 ms per step of a 20-step run (9% on 1 ms steps); FULL 900 writes/s and 1.7 ms per step
-# (over 100% on 1 ms steps), for a guarantee beyond the one asked of the store.
+# commit. Measured with benchmarks/perf/checkpoints.py (ext4, 2 shared vCPUs, docs/performance.md): NORMAL 12,000 to
+# 27,000 durable writes/s and 0.12 to 0.17 ms per step of a 20-step run (about 10% on 1 ms steps); FULL 600 to 6,700
+# writes/s, as the disk's fsync latency varies, and 0.5 to 3 ms per step, for a guarantee beyond the one asked of
+# the store.
 SYNCHRONOUS = ("normal", "full")
 
 # Shared with the Postgres store: the column orders rows map by, and rows to records.

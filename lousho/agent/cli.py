@@ -119,8 +119,10 @@ def _resume(run_id: str, store_url: str, model_url: str | None, model_name: str 
         model = ModelConfig(model_url or stored.get("model_url") or "", model_name or stored.get("model") or "",
                             api_key_env=model_key_env, timeout=model_timeout)
         check = stored.get("check")
+        # --observe wins; else the daemon the run was first run with, so its finished attempt lands beside the
+        # killed one.
         setup = AgentSetup(Path(stored.get("agent_dir") or record.input.get("agent_dir", "")), model, store_url,
-                           observe_url, token, Path(check) if check else None)
+                           observe_url or stored.get("observe_url"), token, Path(check) if check else None)
         with open_agent(setup, dict(os.environ), store=store) as a:
             return a.resume(run_id)
     finally:

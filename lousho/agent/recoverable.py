@@ -23,9 +23,9 @@ class AgentApp:
 
     Configuration comes from the environment the CLI runs in (this object is what the CLI builds):
     the run store is the loop's (``lousho recover --store`` calls ``use_store_url``; else
-    ``LOUSHO_STORE``), ``LOUSHO_OBSERVE`` (export
-    spans there), ``LOUSHO_MODEL_URL`` / ``LOUSHO_MODEL`` (override the model the run stored), and the
-    API key variable the model names.
+    ``LOUSHO_STORE``), ``LOUSHO_OBSERVE`` (export spans there; else to the daemon the run stored, the
+    one its first attempt exported to), ``LOUSHO_MODEL_URL`` / ``LOUSHO_MODEL`` (override the model
+    the run stored), and the API key variable the model names.
     """
 
     def __init__(self, store: RunStore | str | None = None, environ: Mapping[str, str] | None = None) -> None:
@@ -48,7 +48,7 @@ class AgentApp:
                                 self.environ.get("LOUSHO_MODEL") or stored.get("model") or "")
             check = stored.get("check")
             setup = AgentSetup(Path(stored.get("agent_dir") or payload.get("agent_dir", "")), model,
-                               store.location, self.environ.get("LOUSHO_OBSERVE"),
+                               store.location, self.environ.get("LOUSHO_OBSERVE") or stored.get("observe_url"),
                                self.environ.get("LOUSHO_TOKEN"), Path(check) if check else None)
             with open_agent(setup, self.environ, store=store) as agent:
                 return agent.resume(run_id, epoch=epoch)

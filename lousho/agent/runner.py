@@ -33,9 +33,11 @@ class AgentSetup:
     lease_seconds: float = 60.0
 
     def to_payload(self) -> dict[str, Any]:
-        """The part of a run's input a resume needs (no secrets: the key stays in the environment)."""
+        """The part of a run's input a resume needs (no secrets: the model key and the daemon's token stay in the
+        environment). The observe URL is kept so that a resume exports to the daemon that holds the run's first
+        attempt: without it `lousho runs` would only ever see the killed attempt."""
         return {"agent_dir": str(self.agent_dir), "model_url": self.model.url, "model": self.model.model,
-                "check": str(self.check_path) if self.check_path else None}
+                "check": str(self.check_path) if self.check_path else None, "observe_url": self.observe_url}
 
 
 @contextmanager

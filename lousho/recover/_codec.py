@@ -14,7 +14,8 @@ _TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def utc_now() -> str:
-    return format_utc(datetime.now(UTC))
+    # Already UTC: format_utc's conversion is skipped (this runs on every checkpoint).
+    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def format_utc(moment: datetime) -> str:
@@ -28,11 +29,15 @@ def parse_utc(text: str) -> datetime:
     return datetime.strptime(text, _TS_FORMAT).replace(tzinfo=UTC)
 
 
+# One encoder for every value: json.dumps with options other than its defaults builds a new one per call.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def encode(value: Any, *, run_id: str, step: int | None = None) -> str:
     """Sorted-key compact JSON (DESIGN §7), refusing what JSON cannot hold: NaN and infinities (which
     Postgres's json would refuse too), sets, arbitrary objects."""
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as e:
         raise OutputNotJson(run_id, step, str(e)) from e
 

@@ -115,7 +115,8 @@ class PgConnection:
 
     def run(self, body: Callable[[psycopg.Cursor[Any]], T], *, write: bool,
             before_commit: Callable[[], None] | None = None) -> T:
-        """``body`` on a cursor: inside one transaction when ``write``, else as autocommit statements (reads only).
+        """``body`` on a cursor: inside one transaction when ``write``, else as autocommit statements (reads, and
+        single-statement writes that are idempotent, which a retry may apply twice).
         Retried as the module docstring says; ``before_commit`` runs inside the transaction, after ``body``."""
         delays = _delays()
         while True:

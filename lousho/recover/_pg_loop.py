@@ -21,15 +21,21 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from lousho.recover import _rows as rows
 from lousho.recover._codec import decode, encode, format_utc
+from lousho.recover._rows import CLAIMABLE, DUE, pg
+from lousho.recover.errors import CheckpointCorrupt
 from lousho.recover.store import OutageState, RunRecord
-from lousho.recover.store_sqlite import CLAIMABLE, DUE
 
 T = TypeVar("T")
 Cursor = psycopg.Cursor[Any]
 
-_CLAIMABLE = CLAIMABLE.replace("?", "%s")  # parameters: now, orphan_before
-_DUE = DUE.replace("?", "%s")  # parameter: now
+_CLAIMABLE = pg(CLAIMABLE)  # parameters: now, orphan_before
+_DUE = pg(DUE)  # parameter: now
+# SKIP LOCKED: rows another replica is claiming this instant are passed over, not waited for; the rows locked are
+# re-read current, so the claim rule holds for the versions the UPDATE changes.
+_CLAIM_DUE_SELECT = pg(rows.CLAIM_DUE_SELECT) + " FOR UPDATE SKIP LOCKED"
+_CLAIM_IDS = pg(rows.CLAIM) + "id = ANY(%s)"
 _OUTAGE_COLUMNS = (
     "failures, paused_since, probes, next_probe_at, probe_owner, probe_run, probe_expiry, last_error, updated_at"
 )
@@ -79,6 +85,20 @@ class PgLoopMethods:
         result: RunRecord | None = self._write("claim_run", claim)
         return result
 
+    def claim_due(
+        self, *, owner: str, lease_seconds: float, now: datetime, orphan_before: datetime, limit: int,
+    ) -> list[RunRecord | CheckpointCorrupt]:
+        at, expiry = format_utc(now), format_utc(now + timedelta(seconds=lease_seconds))
+
+        def claim(cur: Cursor) -> list[tuple[Any, ...]]:
+            found = cur.execute(_CLAIM_DUE_SELECT, (at, format_utc(orphan_before), at, limit)).fetchall()
+            if found:
+                cur.execute(_CLAIM_IDS, (owner, expiry, at, [row[0] for row in found]))
+            return found
+
+        found: list[tuple[Any, ...]] = self._write("claim_due", claim)
+        return [rows.claimed(row, owner, expiry, at, self.location) for row in found]
+
     # --- the outage breaker ---
 
     def _outage(self, row: tuple[Any, ...]) -> OutageState:
@@ -95,6 +115,13 @@ class PgLoopMethods:
         error: dict[str, Any] | None = None,
     ) -> tuple[OutageState, str | None]:
         at = format_utc(now)
+        if not provider_failure:
+            # The common case, a success with the breaker closed and no failures counted, needs no write (nor the
+            # breaker row's lock, which every replica would queue on once per run): a failure that lands after this
+            # read is simply ordered after this success.
+            current = self.get_outage()
+            if not current.paused and current.failures == 0:
+                return current, None
 
         def record(cur: Cursor) -> tuple[OutageState, str | None]:
             cur.execute("INSERT INTO recover_outage (id, failures, probes, updated_at) VALUES ('provider', 0, 0, %s) "

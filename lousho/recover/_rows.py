@@ -6,10 +6,12 @@ SQLite and the Postgres store use them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from lousho.recover import schema
 from lousho.recover._codec import decode, encode, format_utc, parse_utc
+from lousho.recover.errors import CheckpointCorrupt
 from lousho.recover.store import Approval, RunRecord, Session, StepRecord
 
 RUN_COLUMNS = (
@@ -20,6 +22,48 @@ STEP_COLUMNS = "run_id, step, name, output, saved_at, epoch"
 APPROVAL_COLUMNS = "id, run_id, tool_call_id, tool_name, args, kind, status, created_at, resolved_at"
 SESSION_COLUMNS = "id, agent, transcript, turns, pending_turn, version, updated_at"
 TERMINAL = ("finished", "stopped")  # resume refuses these
+
+# Statements both stores run, written with ``?`` (``pg`` makes them Postgres's ``%s``).
+# A checkpoint: the step copied in only from a runs row still at the writer's epoch (the fence is the insert itself),
+# with the history limit of the store that saved it (schema.HISTORY_VIEW). Parameters: run_id, step, name, output,
+# saved_at, epoch, history_limit, run_id, epoch.
+SAVE_STEP = (
+    f"INSERT INTO checkpoints ({STEP_COLUMNS}, history_limit) SELECT ?, ?, ?, ?, ?, ?, ? FROM runs "
+    "WHERE id = ? AND lease_epoch = ? ON CONFLICT (run_id, step) DO NOTHING"
+)
+# A step copied into a fork. Parameters: the STEP_COLUMNS values, then history_limit.
+COPY_STEP = f"INSERT INTO checkpoints ({STEP_COLUMNS}, history_limit) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# Progress resets the failure count; the WHERE skips the row write when it is 0 already. Parameters: now, run_id.
+RESET_FAILURES = "UPDATE runs SET consecutive_failures = 0, updated_at = ? WHERE id = ? AND consecutive_failures <> 0"
+
+
+# The recover loop's claim rule (RunStore.list_due); parameters: now, orphan_before. A lease is free once it expired;
+# a running run with no lease owner at all was started outside any lease, so only its age (updated_at) says its
+# process is gone.
+CLAIMABLE = (
+    "status IN ('interrupted', 'running') AND (lease_expiry IS NULL OR lease_expiry <= ?) "
+    "AND (status = 'interrupted' OR lease_owner IS NOT NULL OR updated_at <= ?)"
+)
+DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
+# A batch claim (RunStore.claim_due): the due runs, oldest first, then one write that takes the lease of those read.
+# Parameters: now, orphan_before, now, limit; then owner, lease_expiry, now, and the ids.
+CLAIM_DUE_SELECT = f"SELECT {RUN_COLUMNS} FROM runs WHERE {CLAIMABLE} AND {DUE} ORDER BY created_at, id LIMIT ?"
+CLAIM = "UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ? WHERE "
+
+
+def claimed(row: tuple[Any, ...], owner: str, expiry: str, now: str, location: str) -> RunRecord | CheckpointCorrupt:
+    """A row read by ``CLAIM_DUE_SELECT`` as ``CLAIM`` leaves it; a row that does not decode is its error."""
+    try:
+        run = run_record(row, location)
+    except CheckpointCorrupt as e:
+        return e
+    return dataclasses.replace(run, lease_owner=owner, lease_expiry=expiry, lease_epoch=run.lease_epoch + 1,
+                               updated_at=now)
+
+
+def pg(sql: str) -> str:
+    """``sql`` with Postgres placeholders (the shared statements hold no literal ``?`` or ``%``)."""
+    return sql.replace("?", "%s")
 
 
 def run_record(row: tuple[Any, ...], location: str) -> RunRecord:

@@ -1,7 +1,7 @@
 """The recover loop (seed 000 "Recover a run now", DESIGN §5): finish interrupted runs without changing the agent.
 
-Each tick lists the runs that are due, claims each one's lease (``store.claim_run``: one compare-and-set that
-bumps the fencing epoch), decides what to do with it (``rules.decide``) and does it while holding the lease:
+Each tick claims the runs that are due, a batch at a time (``store.claim_due``: one compare-and-set per batch that
+bumps each run's fencing epoch), decides what to do with it (``rules.decide``) and does it while holding the lease:
 resume it through the app, quarantine it, fork it for a diagnosis retry, or leave it. Every decision is logged on
 the ``lousho.recover`` logger (``extra={"lousho_recover": {...}}``: rule, run id, numbers) and returned in the
 tick's ``TickReport``.
@@ -29,13 +29,14 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from lousho.recover import backoff, outage
-from lousho.recover.errors import LeaseLost, RunExists, RunNotEnded, retry_after_of, stored_error
+from lousho.recover.errors import CheckpointCorrupt, LeaseLost, RunExists, RunNotEnded, retry_after_of, stored_error
 from lousho.recover.heal import can_heal, diagnosis_note, heal_id, is_heal_fork
 from lousho.recover.lease import LEASE_SECONDS, ORPHAN_SECONDS, Clock, Keeper, default_owner, release, utc_clock
 from lousho.recover.rules import (
@@ -80,13 +81,14 @@ class RecoverSettings:
     lease_seconds: float = LEASE_SECONDS
     orphan_seconds: float = ORPHAN_SECONDS  # lease.py: when a running run with no lease counts as abandoned
     outage_after: int = outage.THRESHOLD
-    batch: int = 1000  # ids per listing; a tick lists again until nothing new is due
+    batch: int = 1000  # ids per listing while probing
+    claim_batch: int = 100  # most runs claimed at once (fewer when runs are slow: RecoveryLoop._claim_size)
 
     def __post_init__(self) -> None:
         for name in ("interval", "lease_seconds"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, not {getattr(self, name)!r}")
-        for name in ("max_attempts", "outage_after", "batch"):
+        for name in ("max_attempts", "outage_after", "batch", "claim_batch"):
             if not getattr(self, name) >= 1:
                 raise ValueError(f"{name} must be >= 1, not {getattr(self, name)!r}")
         if self.orphan_seconds < 0:
@@ -138,6 +140,7 @@ class RecoveryLoop:
         self._watch = outage.OutageWatch(lambda paused: self._call("on_outage", on_outage, paused))
         self._keeper = Keeper(store, owner=self.owner, seconds=settings.lease_seconds, clock=clock)
         self._report = TickReport()
+        self._pace: float | None = None  # seconds a claimed run took to handle, smoothed (_claim_size)
 
     # --- one tick ---
 
@@ -156,25 +159,48 @@ class RecoveryLoop:
     def _pass(self) -> None:
         seen: set[str] = set()
         while True:
-            now = self.clock()
-            ids = self.store.list_due(now=now, orphan_before=self._orphan_before(now), limit=self.settings.batch)
-            fresh = [run_id for run_id in ids if run_id not in seen]
-            for index, run_id in enumerate(fresh):
-                if self.stop_event.is_set():
+            now, size = self.clock(), self._claim_size()
+            claimed = self.store.claim_due(owner=self.owner, lease_seconds=self.settings.lease_seconds, now=now,
+                                           orphan_before=self._orphan_before(now), limit=size)
+            for index, run in enumerate(claimed):
+                if isinstance(run, CheckpointCorrupt):
+                    self._guarded(run.run_id, lambda _id, error=run: self._raise(error))
+                    continue
+                stop = ("stopping" if self.stop_event.is_set() else "outage-pause-pass" if self._watch.paused
+                        else "seen" if run.id in seen else None)
+                if stop is not None:  # the rest goes back now rather than when its leases lapse
+                    self._hand_back(claimed[index:], stop)
                     return
-                if self._watch.paused:  # the breaker opened during this pass: the rest waits for the probe
-                    self._log("outage-pause-pass", None, left=len(fresh) - index)
-                    return
-                seen.add(run_id)
-                self._guarded(run_id, self._claim_and_act)
-            if not fresh or len(ids) < self.settings.batch:
+                seen.add(run.id)
+                started = time.monotonic()
+                self._guarded(run.id, lambda _id, run=run: self._act(run))
+                elapsed = time.monotonic() - started
+                self._pace = elapsed if self._pace is None else 0.8 * self._pace + 0.2 * elapsed
+            if len(claimed) < size:
                 return
 
-    def _claim_and_act(self, run_id: str) -> None:
-        run = self._claim(run_id)
-        if run is None:
-            self._log("not-claimed", run_id, level=logging.DEBUG)  # another replica holds it, or it moved on
-            return
+    def _claim_size(self) -> int:
+        """How many due runs to claim at once: as many as this loop expects to start within a third of a lease, by
+        the pace of its recent runs, so that each claimed run is started well inside its lease and a replica that
+        dies strands few; 1 until a run was timed, at most ``claim_batch``."""
+        if self._pace is None:
+            return 1
+        fits = int(self.settings.lease_seconds / 3 / max(self._pace, 1e-6))
+        return max(1, min(self.settings.claim_batch, fits))
+
+    def _hand_back(self, runs: list[RunRecord | CheckpointCorrupt], why: str) -> None:
+        """Release claimed runs this pass will not start (each a fenced write at the epoch it was claimed at)."""
+        left = [run for run in runs if isinstance(run, RunRecord)]
+        for run in left:
+            release(self.store, run.id, run.lease_epoch)
+        if why == "outage-pause-pass":  # the breaker opened during this pass: the rest waits for the probe
+            self._log(why, None, left=len(left))
+
+    @staticmethod
+    def _raise(error: BaseException) -> None:
+        raise error
+
+    def _act(self, run: RunRecord) -> None:
         decision = self._decide(run)
         if decision.action == RESUME:
             self._attempt(run)

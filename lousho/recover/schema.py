@@ -69,8 +69,8 @@ CREATE TABLE checkpoints (
 )
 """
 
-# A ring per run: at most ``history_limit`` rows, one per slot. A save writes slot ``seq % history_limit`` in
-# place (an upsert, no DELETE), so a long run rewrites one page per save instead of inserting and trimming.
+# Versions 1-2: a ring per run, at most ``history_limit`` rows, one per slot; a save wrote slot
+# ``seq % history_limit`` in place. Replaced by a view in version 3 (``HISTORY_VIEW``).
 _HISTORY = """
 CREATE TABLE checkpoint_history (
     run_id TEXT NOT NULL REFERENCES runs (id),
@@ -130,6 +130,27 @@ CREATE TABLE recover_outage (
 )
 """
 
+# Version 3: the history ring becomes a view of ``checkpoints``, so a step is one row written once instead of two
+# (the ring duplicated every checkpoint: issue 18). Each checkpoint row keeps the history limit of the store that
+# saved it (0: not in the history), and the view keeps the ring's rule: numbering a run's saves 1, 2, ... (``seq``,
+# in step order, the order a run saves them in), a save numbered ``m`` by a store keeping ``L`` entries pushes out
+# every entry numbered ``m - L`` or lower, so an entry is in the history while its number is above every save's
+# ``seq - history_limit``. With one limit that is the newest ``L`` saves, as the ring kept; after a limit was
+# changed, the same entries the ring would have kept.
+HISTORY_VIEW = """
+CREATE VIEW checkpoint_history AS
+SELECT run_id, seq, step, name, output, saved_at, epoch FROM (
+    SELECT run_id, seq, step, name, output, saved_at, epoch, history_limit,
+           MAX(CASE WHEN history_limit > 0 THEN seq - history_limit END) OVER (PARTITION BY run_id) AS pushed_out
+    FROM (
+        SELECT run_id, step, name, output, saved_at, epoch, history_limit,
+               ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY step) AS seq
+        FROM checkpoints
+    ) numbered
+) ring
+WHERE history_limit > 0 AND seq > pushed_out
+"""
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         _RUNS,
@@ -147,6 +168,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # The one row, so that every breaker write is an UPDATE of a row that exists (no insert race).
         "INSERT INTO recover_outage (id, failures, probes, updated_at) "
         "VALUES ('provider', 0, 0, '1970-01-01T00:00:00.000000Z')",
+    ),
+    (
+        "ALTER TABLE checkpoints ADD COLUMN history_limit INTEGER NOT NULL DEFAULT 0",
+        # The entries the ring held stay in the history: marked with the default limit (50), none of them is pushed
+        # out by the others (a ring holds at most its limit), and steps the ring had dropped stay out (0).
+        "UPDATE checkpoints SET history_limit = 50 WHERE EXISTS (SELECT 1 FROM checkpoint_history h "
+        "WHERE h.run_id = checkpoints.run_id AND h.step = checkpoints.step)",
+        "DROP TABLE checkpoint_history",
+        HISTORY_VIEW,
     ),
 )
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from lousho.recover.errors import StoreNotBuilt, UnsupportedStoreUrl
+from lousho.recover.errors import CheckpointCorrupt, StoreNotBuilt, UnsupportedStoreUrl
 
 DEFAULT_URL = "sqlite:///.lousho/runs.db"
 DEFAULT_HISTORY_LIMIT = 50  # the SDK's DEFAULT_CHECKPOINT_HISTORY_LIMIT; 0 disables the history ring
@@ -265,6 +265,19 @@ class RunStore(Protocol):
         on. Of two racing claimers exactly one gets the record. Not idempotent: the winner's own second claim finds
         its live lease and gets None. Renewing and releasing are fenced ``update_run`` calls at the claimed epoch
         (``lease_expiry=...``; ``lease_owner=None, lease_expiry=None``).
+        """
+        ...
+
+    def claim_due(
+        self, *, owner: str, lease_seconds: float, now: datetime, orphan_before: datetime, limit: int,
+    ) -> list[RunRecord | CheckpointCorrupt]:
+        """Claim up to ``limit`` of the runs ``list_due`` would list, oldest first, in one transaction: each claimed
+        as by ``claim_run`` (lease_owner = ``owner``, lease_expiry = now + lease_seconds, lease_epoch + 1,
+        updated_at = now), and returned as claimed. Of replicas claiming at once, each run goes to exactly one
+        (SQLite: the write lock spans the read and the write; Postgres: ``FOR UPDATE SKIP LOCKED``, so a replica
+        passes over rows another is claiming instead of waiting). A run whose row does not decode is claimed all
+        the same, so the next batch moves past it until its lease lapses, and stands in the list as its
+        ``CheckpointCorrupt``. Not idempotent: a second call claims the next runs.
         """
         ...
 

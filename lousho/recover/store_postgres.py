@@ -35,13 +35,17 @@ from lousho.recover._pg import PgConnection, redact
 from lousho.recover._pg_loop import PgLoopMethods
 from lousho.recover._rows import (
     APPROVAL_COLUMNS,
+    COPY_STEP,
+    RESET_FAILURES,
     RUN_COLUMNS,
+    SAVE_STEP,
     SESSION_COLUMNS,
     STEP_COLUMNS,
     TERMINAL,
     approval_record,
     check_choice,
     column_value,
+    pg,
     run_record,
     session_record,
     step_record,
@@ -69,6 +73,8 @@ BUSY_TIMEOUT_S = 10.0
 # pg_advisory_xact_lock key for migrations (any constant; "lousho" in ASCII): two processes opening a new database
 # at once would otherwise race CREATE TABLE (Postgres has no database-wide write lock like SQLite's).
 _MIGRATION_LOCK = 0x6C6F7573686F
+# The shared insert with the fence's row locked (see save_step).
+_SAVE_STEP = pg(SAVE_STEP.replace(" ON CONFLICT", " FOR NO KEY UPDATE ON CONFLICT"))
 
 
 def _pg_ddl(statement: str) -> str:
@@ -196,17 +202,33 @@ class PostgresStore(PgLoopMethods):
         sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} ORDER BY created_at, id"
         return [run_record(row, self.location) for row in self._read(sql, tuple(params))]
 
-    def _fenced_update(self, point: str, run_id: str, sql: str, params: list[Any], epoch: int | None) -> RunRecord:
-        """One conditional UPDATE of the run (fenced by ``epoch`` when given): the fence is its WHERE."""
+    def _fenced_update(self, point: str, run_id: str, sql: str, params: list[Any], epoch: int | None, *,
+                       idempotent: bool = False) -> RunRecord:
+        """One conditional UPDATE of the run (fenced by ``epoch`` when given): the fence is its WHERE.
+
+        ``idempotent``: the UPDATE sets values, not increments, so applying it twice leaves what applying it once
+        does. Then it runs as its own transaction (one round trip, not a BEGIN, the UPDATE and a COMMIT), retried
+        whole on a lost connection as a read is, and its fault point ``<point>:before_commit`` comes just before
+        it (a single statement has no moment between its write and its commit). Should the retry find the epoch
+        moved on after a first try that did commit, it raises ``LeaseLost`` for a write that landed: the caller
+        stops, as it must anyway once another holder took the run.
+        """
         if epoch is not None:
             sql, params = sql + " AND lease_epoch = %s", [*params, epoch]
 
         def update(cur: Cursor) -> RunRecord:
-            if not cur.execute(sql, params).rowcount:
+            row = cur.execute(f"{sql} RETURNING {RUN_COLUMNS}", params).fetchone()  # the write and its read, at once
+            if row is None:
                 raise self._refused(cur, run_id, epoch)
-            return self._get(cur, run_id)
+            return run_record(row, self.location)
 
-        return self._write(point, update)
+        if not idempotent:
+            return self._write(point, update)
+        with self._lock:
+            self._hit(f"{point}:before_commit")
+            result = self._db.run(update, write=False)
+        self._hit(f"{point}:after_commit")
+        return result
 
     def update_run(self, run_id: str, *, epoch: int | None = None, **fields: Any) -> RunRecord:
         unknown = sorted(set(fields) - UPDATABLE)
@@ -216,7 +238,7 @@ class PostgresStore(PgLoopMethods):
         values = [column_value(run_id, name, fields[name]) for name in columns]
         sets = ", ".join(f"{name} = %s" for name in [*columns, "updated_at"])
         return self._fenced_update("update_run", run_id, f"UPDATE runs SET {sets} WHERE id = %s",
-                                   [*values, utc_now(), run_id], epoch)
+                                   [*values, utc_now(), run_id], epoch, idempotent=True)
 
     def record_failure(
         self, run_id: str, error: dict[str, Any], *, status: str | None = None,
@@ -245,16 +267,27 @@ class PostgresStore(PgLoopMethods):
             "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending'))"
         )
         params: list[Any] = [0 if epoch is not None else 1, utc_now(), run_id]
+        fence = ""
         if epoch is not None:
-            sql, params = sql + " AND lease_epoch = %s", [*params, epoch]
+            fence, params = " AND lease_epoch = %s", [*params, epoch]
+        # The common case (an interrupted or running run, as every run the recover loop claims is) decided by the
+        # row alone: the UPDATE re-checks such a WHERE exactly against a row that changed while it waited for it.
+        resumable = (f"UPDATE runs SET attempts = attempts + 1, status = 'running', lease_epoch = lease_epoch + %s, "
+                     f"{takeover}updated_at = %s WHERE id = %s "
+                     f"AND status NOT IN ('finished', 'stopped', 'awaiting_approval'){fence} RETURNING {RUN_COLUMNS}")
 
         def begin(cur: Cursor) -> RunRecord:
-            # Lock first. Without it, an UPDATE that waited on a concurrent create_approval(pause_epoch=...) would
-            # re-check its WHERE against the new row (awaiting_approval) but run EXISTS on its old snapshot (no
-            # approval yet), and resume a paused run. After the lock, the UPDATE's snapshot has the approval.
+            row = cur.execute(resumable, params).fetchone()
+            if row is not None:
+                return run_record(row, self.location)
+            # A run awaiting approval (or not resumable at all). Lock first. Without it, an UPDATE that waited on a
+            # concurrent create_approval(pause_epoch=...) would re-check its WHERE against the new row
+            # (awaiting_approval) but run EXISTS on its old snapshot (no approval yet), and resume a paused run.
+            # After the lock, the UPDATE's snapshot has the approval.
             cur.execute("SELECT 1 FROM runs WHERE id = %s FOR NO KEY UPDATE", (run_id,))
-            if cur.execute(sql, params).rowcount:
-                return self._get(cur, run_id)
+            row = cur.execute(f"{sql}{fence} RETURNING {RUN_COLUMNS}", params).fetchone()
+            if row is not None:
+                return run_record(row, self.location)
             run = cur.execute("SELECT status FROM runs WHERE id = %s", (run_id,)).fetchone()
             if run is not None and run[0] in TERMINAL:
                 raise RunNotResumable(run_id, run[0])
@@ -290,7 +323,7 @@ class PostgresStore(PgLoopMethods):
             # FOR UPDATE (not NO KEY UPDATE) also waits out inserts that reference the run (their foreign-key check
             # takes KEY SHARE), so no checkpoint or approval can land between the child deletes and the run's.
             cur.execute("SELECT 1 FROM runs WHERE id = %s FOR UPDATE", (run_id,))
-            for table in ("checkpoint_history", "checkpoints", "approvals"):
+            for table in ("checkpoints", "approvals"):  # the history is a view of checkpoints
                 cur.execute(f"DELETE FROM {table} WHERE run_id = %s", (run_id,))
             return bool(cur.execute("DELETE FROM runs WHERE id = %s", (run_id,)).rowcount)
 
@@ -307,14 +340,10 @@ class PostgresStore(PgLoopMethods):
             # locks that row. FOR NO KEY UPDATE rather than FOR SHARE: either makes a concurrent bump_epoch wait
             # until this step commits, and makes this insert, if it waited on a bump, re-check the epoch on the
             # bumped row and insert nothing. NO KEY UPDATE also serialises two saves of one run (SQLite's write lock
-            # does), which the history ring's MAX(seq) + 1 needs, and lets the consecutive_failures reset below
-            # update the row without a lock upgrade (two FOR SHARE holders upgrading deadlock). It does not block
+            # does), and lets the consecutive_failures reset below update the row without a lock upgrade (two FOR
+            # SHARE holders upgrading deadlock). It does not block
             # other runs, nor the foreign-key checks (KEY SHARE) of inserts that reference this run.
-            cur.execute(
-                f"INSERT INTO checkpoints ({STEP_COLUMNS}) SELECT %s, %s, %s, %s, %s, %s FROM runs "
-                "WHERE id = %s AND lease_epoch = %s FOR NO KEY UPDATE ON CONFLICT (run_id, step) DO NOTHING",
-                (run_id, step, name, text, now, epoch, run_id, epoch),
-            )
+            cur.execute(_SAVE_STEP, (run_id, step, name, text, now, epoch, self.history_limit, run_id, epoch))
             if not cur.rowcount:
                 existing = cur.execute(f"SELECT {STEP_COLUMNS} FROM checkpoints WHERE run_id = %s AND step = %s",
                                        (run_id, step)).fetchone()
@@ -323,28 +352,11 @@ class PostgresStore(PgLoopMethods):
                     raise self._refused(cur, run_id, epoch)
                 return step_record(existing, self.location)  # recorded already: the first record stands
             # Progress resets the failure count; the WHERE skips the row write when it is 0 already.
-            cur.execute("UPDATE runs SET consecutive_failures = 0, updated_at = %s "
-                        "WHERE id = %s AND consecutive_failures <> 0", (now, run_id))
-            self._append_history(cur, run_id, [(step, name, text, now, epoch)])
+            cur.execute(pg(RESET_FAILURES), (now, run_id))
             return StepRecord(run_id, step, name, decode(text, run_id=run_id, step=step, column="output",
                                                          location=self.location), now, epoch)
 
         return self._write("save_step", save)
-
-    def _append_history(self, cur: Cursor, run_id: str, entries: list[tuple[Any, ...]]) -> None:
-        """Write (step, name, output, saved_at, epoch) entries into the run's ring, each over the oldest slot.
-        Callers hold the run's row lock, so no other save numbers an entry at the same time."""
-        if self.history_limit == 0 or not entries:
-            return
-        # One statement per entry: number it after the run's newest and write it over the slot that number owns.
-        cur.executemany(
-            "INSERT INTO checkpoint_history (run_id, slot, seq, step, name, output, saved_at, epoch) "
-            "SELECT %s, (COALESCE(MAX(seq), 0) + 1) %% %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s, %s "
-            "FROM checkpoint_history WHERE run_id = %s "
-            "ON CONFLICT (run_id, slot) DO UPDATE SET seq = excluded.seq, step = excluded.step, "
-            "name = excluded.name, output = excluded.output, saved_at = excluded.saved_at, epoch = excluded.epoch",
-            [(run_id, self.history_limit, *entry, run_id) for entry in entries],
-        )
 
     def load_steps(self, run_id: str) -> dict[int, StepRecord]:
         rows = self._read(f"SELECT {STEP_COLUMNS} FROM checkpoints WHERE run_id = %s ORDER BY step", (run_id,))
@@ -384,11 +396,8 @@ class PostgresStore(PgLoopMethods):
                 "SELECT step, name, output, saved_at, epoch FROM checkpoints WHERE run_id = %s AND step < %s "
                 "ORDER BY step", (run_id, from_step),
             ).fetchall()
-            if copied:
-                cur.executemany(f"INSERT INTO checkpoints ({STEP_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
-                                [(new_id, *row) for row in copied])
-            # The copies are the fork's first saves, so its history starts with them (ring-trimmed).
-            self._append_history(cur, new_id, copied[-self.history_limit:] if self.history_limit else [])
+            if copied:  # the copies are the fork's first saves, so its history starts with them
+                cur.executemany(pg(COPY_STEP), [(new_id, *row, self.history_limit) for row in copied])
             return self._get(cur, new_id)
 
         return self._write("fork", fork)

@@ -23,6 +23,7 @@ from lousho.recover._codec import decode, encode, format_utc, utc_now
 from lousho.recover.errors import (
     ApprovalExists,
     ApprovalNotFound,
+    CheckpointCorrupt,
     CheckpointNotFound,
     LeaseLost,
     RunAwaitingApproval,
@@ -53,9 +54,10 @@ BUSY_TIMEOUT_S = 10.0
 # of the process (the bytes are in the OS page cache; tests/recover/test_checkpoint_crash.py kills right after the
 # commit and finds the step) and the database never corrupts. Only a power loss or OS crash can drop the newest
 # commits, and then their steps re-run: the at-least-once contract every step already has. FULL adds an fsync per
-# commit. Measured with benchmarks/perf/checkpoints.py (ext4, 2 shared vCPUs): NORMAL 3,200 durable writes/s and
-# 0.47 ms per step of a 20-step run; FULL 2,000 writes/s and 1.8 ms per step (95% overhead on 1 ms steps, 4x
-# NORMAL's), for a guarantee beyond the one asked of the store.
+# commit. Measured with benchmarks/perf/checkpoints.py (ext4, 2 shared vCPUs, docs/performance.md): NORMAL 12,000 to
+# 27,000 durable writes/s and 0.12 to 0.17 ms per step of a 20-step run (about 10% on 1 ms steps); FULL 600 to 6,700
+# writes/s, as the disk's fsync latency varies, and 0.5 to 3 ms per step, for a guarantee beyond the one asked of
+# the store.
 SYNCHRONOUS = ("normal", "full")
 
 # Shared with the Postgres store: the column orders rows map by, and rows to records.
@@ -67,14 +69,9 @@ _TERMINAL = rows.TERMINAL
 _check_choice = rows.check_choice
 _column_value = rows.column_value
 
-# The recover loop's claim rule (RunStore.list_due), in SQL both backends run; parameters: now, orphan_before.
-# A lease is free once it expired; a running run with no lease owner at all was started outside any lease, so only
-# its age (updated_at) says its process is gone.
-CLAIMABLE = (
-    "status IN ('interrupted', 'running') AND (lease_expiry IS NULL OR lease_expiry <= ?) "
-    "AND (status = 'interrupted' OR lease_owner IS NOT NULL OR updated_at <= ?)"
-)
-DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
+# The recover loop's claim rule, in SQL both backends run (_rows.py).
+CLAIMABLE = rows.CLAIMABLE
+DUE = rows.DUE
 _OUTAGE_COLUMNS = (
     "failures, paused_since, probes, next_probe_at, probe_owner, probe_run, probe_expiry, last_error, updated_at"
 )
@@ -326,7 +323,7 @@ class SqliteStore:
 
     def delete_run(self, run_id: str) -> bool:
         with self._write("delete_run") as conn:
-            for table in ("checkpoint_history", "checkpoints", "approvals"):
+            for table in ("checkpoints", "approvals"):  # the history is a view of checkpoints
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             return bool(conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount)
 
@@ -340,11 +337,8 @@ class SqliteStore:
             # at ``epoch`` (BEGIN IMMEDIATE already serialises it against bump_epoch). It reads the runs row
             # without rewriting it, so a step commits one page fewer than a fence-by-UPDATE would. The Postgres store
             # adds FOR SHARE to the SELECT so that a concurrent bump_epoch waits for, or fences, this insert.
-            inserted = conn.execute(
-                f"INSERT INTO checkpoints ({_STEP_COLUMNS}) SELECT ?, ?, ?, ?, ?, ? FROM runs "
-                "WHERE id = ? AND lease_epoch = ? ON CONFLICT (run_id, step) DO NOTHING",
-                (run_id, step, name, text, now, epoch, run_id, epoch),
-            ).rowcount
+            inserted = conn.execute(rows.SAVE_STEP, (run_id, step, name, text, now, epoch, self.history_limit,
+                                                     run_id, epoch)).rowcount
             if not inserted:
                 existing = conn.execute(f"SELECT {_STEP_COLUMNS} FROM checkpoints WHERE run_id = ? AND step = ?",
                                         (run_id, step)).fetchone()
@@ -353,26 +347,9 @@ class SqliteStore:
                     raise self._refused(conn, run_id, epoch)
                 return self._step(existing)  # recorded already: the first record stands
             # Progress resets the failure count; the WHERE skips the page write when it is 0 already.
-            conn.execute("UPDATE runs SET consecutive_failures = 0, updated_at = ? "
-                         "WHERE id = ? AND consecutive_failures <> 0", (now, run_id))
-            self._append_history(conn, run_id, [(step, name, text, now, epoch)])
+            conn.execute(rows.RESET_FAILURES, (now, run_id))
         return StepRecord(run_id, step, name, decode(text, run_id=run_id, step=step, column="output",
                                                        location=self.location), now, epoch)
-
-    def _append_history(self, conn: sqlite3.Connection, run_id: str, entries: list[tuple[Any, ...]]) -> None:
-        """Write (step, name, output, saved_at, epoch) entries into the run's ring, each over the oldest slot."""
-        if self.history_limit == 0:
-            return
-        for entry in entries:
-            # One statement: number the entry after the run's newest and write it over the slot that number owns.
-            conn.execute(
-                "INSERT INTO checkpoint_history (run_id, slot, seq, step, name, output, saved_at, epoch) "
-                "SELECT ?, (COALESCE(MAX(seq), 0) + 1) % ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? "
-                "FROM checkpoint_history WHERE run_id = ? "
-                "ON CONFLICT (run_id, slot) DO UPDATE SET seq = excluded.seq, step = excluded.step, "
-                "name = excluded.name, output = excluded.output, saved_at = excluded.saved_at, epoch = excluded.epoch",
-                (run_id, self.history_limit, *entry, run_id),
-            )
 
     def load_steps(self, run_id: str) -> dict[int, StepRecord]:
         rows = self._read(f"SELECT {_STEP_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY step", (run_id,))
@@ -409,10 +386,8 @@ class SqliteStore:
                 "SELECT step, name, output, saved_at, epoch FROM checkpoints WHERE run_id = ? AND step < ? "
                 "ORDER BY step", (run_id, from_step),
             ).fetchall()
-            conn.executemany(f"INSERT INTO checkpoints ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                             [(new_id, *row) for row in copied])
-            # The copies are the fork's first saves, so its history starts with them (ring-trimmed).
-            self._append_history(conn, new_id, copied[-self.history_limit:] if self.history_limit else [])
+            # The copies are the fork's first saves, so its history starts with them.
+            conn.executemany(rows.COPY_STEP, [(new_id, *row, self.history_limit) for row in copied])
             return self._get(conn, new_id)
 
     # --- the recover loop: claims and the outage breaker ---
@@ -440,6 +415,18 @@ class SqliteStore:
             if not conn.execute(sql, params).rowcount:
                 return None
             return self._get(conn, run_id)  # a run that does not decode rolls the claim back
+
+    def claim_due(
+        self, *, owner: str, lease_seconds: float, now: datetime, orphan_before: datetime, limit: int,
+    ) -> list[RunRecord | CheckpointCorrupt]:
+        at, expiry = format_utc(now), format_utc(now + timedelta(seconds=lease_seconds))
+        # BEGIN IMMEDIATE holds every other writer off from the read to the write: one compare-and-set for the batch.
+        with self._write("claim_due") as conn:
+            found = conn.execute(rows.CLAIM_DUE_SELECT, (at, format_utc(orphan_before), at, limit)).fetchall()
+            if found:
+                ids = [row[0] for row in found]
+                conn.execute(f"{rows.CLAIM}id IN ({', '.join('?' * len(ids))})", (owner, expiry, at, *ids))
+        return [rows.claimed(row, owner, expiry, at, self.location) for row in found]
 
     def _outage(self, row: tuple[Any, ...]) -> OutageState:
         error = decode(row[7], run_id="provider", step=None, column="last_error", location=self.location,

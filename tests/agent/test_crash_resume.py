@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -60,3 +61,39 @@ def test_sigkilled_run_resumes_in_a_new_process_without_repeating_finished_tools
     assert second["roots"] == 1 and second["tools"] == ["write_note", "write_note"]  # block (again) and d
     run = sql(daemon.url, "SELECT attempts, status, output FROM runs WHERE run_id = 'r-crash'")
     assert run == [{"attempts": 2, "status": "ok", "output": "saved 4 notes"}]
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_a_resume_without_observe_exports_to_the_daemon_the_run_was_started_with(tmp_path, model, daemon):
+    """The run stores its observe URL as it stores its model URL, so `lousho runs` sees the resumed attempt
+    finish: without it the daemon holds only the killed attempt (no root span ended, no output)."""
+    agent_dir = copy_example(tmp_path / "agent", tools=BLOCKING_TOOLS)
+    (agent_dir / "block.flag").touch()
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    model_flags = ["--model-url", model.url, "--model", "scripted", "--store", store]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "lousho", "agent", "run", str(agent_dir), "note: a, block",
+         "--run-id", "r-away", *model_flags, "--observe", daemon.url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    effects = agent_dir / "workspace" / "effects.txt"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "block" not in (effects.read_text() if effects.exists() else ""):
+        time.sleep(0.05)
+    assert "block" in effects.read_text(), "the run never reached the blocking tool"
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=30)
+    before = json.loads(lousho("runs", "--url", daemon.url, "--json").stdout)
+    assert [(r["run_id"], r["attempts"]) for r in before] == [("r-away", 1)]  # the killed attempt only
+
+    (agent_dir / "block.flag").unlink()
+    resumed = lousho("runs", "resume", "r-away", *model_flags, "--json")  # no --observe, no LOUSHO_OBSERVE
+    assert resumed.returncode == 0, resumed.stderr
+    assert '"finish_reason": "stop"' in resumed.stdout
+
+    listed = lousho("runs", "--url", daemon.url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    after = json.loads(listed.stdout)
+    assert [(r["run_id"], r["status"], r["attempts"]) for r in after] == [
+        ("r-away", "ok", 2)]

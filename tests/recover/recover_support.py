@@ -36,9 +36,10 @@ def raw_sql(store_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tupl
 
 
 def table_names(store_url: str) -> set[str]:
-    """The tables the store's connection sees (Postgres: those of the first schema on its search path)."""
+    """The tables and views the store's connection sees (Postgres: those of the first schema on its search path,
+    where information_schema.tables lists views too)."""
     if store_url.startswith("sqlite:"):
-        return {row[0] for row in raw_sql(store_url, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {row[0] for row in raw_sql(store_url, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
     return {row[0] for row in raw_sql(
         store_url, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
 

@@ -14,10 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from recover_support import raw_sql
 from test_loop_support import FakeClock, ScriptedApp, interrupted_run
 
 from lousho.recover import durable, lease
-from lousho.recover.errors import LeaseLost, RunExists
+from lousho.recover.errors import CheckpointCorrupt, LeaseLost, RunExists
 from lousho.recover.loop import RecoverSettings, RecoveryLoop
 from lousho.recover.store import RunStore
 
@@ -122,6 +123,93 @@ def test_of_racing_claimers_exactly_one_wins(store: RunStore, open_more: Callabl
         t.join()
     assert sorted(run for run, _ in wins) == sorted(f"r{i}" for i in range(20))  # each run once
     assert all(store.get_run(run).lease_owner == owner for run, owner in wins)
+
+
+def claim_due(store: RunStore, owner: str, now: datetime, limit: int) -> list:
+    return store.claim_due(owner=owner, lease_seconds=60.0, now=now, orphan_before=now - timedelta(seconds=900),
+                           limit=limit)
+
+
+def test_a_batch_claim_takes_the_oldest_due_runs_each_as_claim_run_would(store: RunStore):
+    for run_id in ("r1", "r2", "r3", "r4", "r5"):
+        interrupted_run(store, run_id)
+    claim(store, "r2", "loop-a", T0)  # a live lease
+    store.update_run("r4", next_attempt_at=T0 + timedelta(minutes=5))  # backed off
+    durable.start(store, "done", "a", "send", {}).finish("ok")
+    first = claim_due(store, "loop-b", T0, limit=2)
+    assert [(r.id, r.lease_owner, r.lease_epoch, r.lease_expiry) for r in first] == [
+        ("r1", "loop-b", 1, "2030-01-01T00:01:00.000000Z"), ("r3", "loop-b", 1, "2030-01-01T00:01:00.000000Z")]
+    assert first == [store.get_run("r1"), store.get_run("r3")]  # returned as stored
+    with pytest.raises(LeaseLost):
+        store.save_step("r1", 1, "b", 2, epoch=0)  # fenced, as by claim_run
+    assert [r.id for r in claim_due(store, "loop-b", T0, limit=2)] == ["r5"]
+    assert claim_due(store, "loop-b", T0, limit=2) == []
+
+
+def test_a_batch_claim_passes_a_run_that_does_not_decode_as_its_error(store: RunStore, store_url: str):
+    for run_id in ("r1", "r2"):
+        interrupted_run(store, run_id)
+    raw_sql(store_url, "UPDATE runs SET input = '{not json' WHERE id = 'r1'")
+    batch = claim_due(store, "loop-a", T0, limit=5)
+    assert isinstance(batch[0], CheckpointCorrupt) and batch[0].run_id == "r1"
+    assert [r.id for r in batch[1:]] == ["r2"]
+    assert claim_due(store, "loop-a", T0, limit=5) == []  # claimed too, so the next batch moves past it
+
+
+def test_of_racing_batch_claimers_each_run_goes_to_one(store: RunStore, open_more: Callable[..., RunStore]):
+    for i in range(60):
+        interrupted_run(store, f"r{i:02d}")
+    stores = [open_more() for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+    wins: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def claimer(store: RunStore, owner: str) -> None:
+        barrier.wait()
+        while batch := claim_due(store, owner, T0, limit=3):
+            with lock:
+                wins.extend((run.id, owner) for run in batch)
+
+    threads = [threading.Thread(target=claimer, args=(s, f"loop-{n}")) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(run for run, _ in wins) == [f"r{i:02d}" for i in range(60)]  # each run once
+    assert all(store.get_run(run).lease_owner == owner for run, owner in wins)
+
+
+def test_a_tick_claims_due_runs_in_batches_and_hands_back_those_it_will_not_start(
+    store_url: str, open_more: Callable[..., RunStore],
+):
+    """One claim per batch, not per run: the first batch is one run (the loop has no pace yet), the next takes the
+    rest. A loop asked to stop mid-batch releases the runs it claimed and did not start, so no other replica
+    waits out their leases."""
+    points: list[str] = []
+    store = open_more(fault=lambda point: points.append(point) if point.endswith(":after_commit") else None)
+    for i in range(30):
+        interrupted_run(store, f"r{i:02d}")
+    clock = FakeClock(T0)
+    app = ScriptedApp(store, clock)
+    loop = RecoveryLoop(store, app, RecoverSettings(), clock=clock, owner="loop-a")
+    assert len(loop.tick().attempted) == 30
+    assert Counter(p for p in points if p.startswith("claim")) == {"claim_due:after_commit": 2}
+    assert {r.status for r in store.list_runs()} == {"finished"}
+
+    for i in range(30, 40):
+        interrupted_run(store, f"r{i:02d}")
+
+    def stop_after_two(run_id: str, epoch: int) -> None:
+        app.resume(run_id, epoch)
+        if len(app.calls) == 32:
+            stopping.stop_event.set()
+
+    stopping = RecoveryLoop(store, stop_after_two, RecoverSettings(), clock=clock, owner="loop-b")
+    stopping._pace = loop._pace  # as a loop that has run before: it claims the ten at once
+    assert stopping.tick().attempted == ["r30", "r31"]
+    left = [store.get_run(f"r{i:02d}") for i in range(32, 40)]
+    assert {(r.status, r.lease_owner, r.lease_expiry) for r in left} == {("interrupted", None, None)}
+    assert store.list_due(now=T0, orphan_before=T0) == [f"r{i:02d}" for i in range(32, 40)]
 
 
 def test_of_two_racing_heal_forks_exactly_one_is_made(store: RunStore, open_more: Callable[..., RunStore]):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def resume(run_id, epoch):
 def recover_process(tmp_path: Path, store_url: str, *args: str, log: Path | None = None) -> subprocess.Popen[str]:
     """``lousho recover`` in a child; with ``log``, its stderr goes to that file (readable while it runs)."""
     code = "from lousho.recover.recover_cli import recover_command; recover_command(prog_name='lousho recover')"
-    env = {"LEDGER_STORE": store_url, "LEDGER_FILE": str(tmp_path / "ledger.txt"), "PATH": "/usr/bin:/bin"}
+    env = {"LEDGER_STORE": store_url, "LEDGER_FILE": str(tmp_path / "ledger.txt"), "PATH": "/usr/bin:/bin",
+           **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}  # the lousho under test, not another
     stderr = log.open("w") if log is not None else subprocess.PIPE
     try:
         return subprocess.Popen([sys.executable, "-c", code, "--app", "ledger_app:resume", "--store", store_url,

@@ -295,3 +295,39 @@ def test_durable_runs_survive_a_dropped_connection_mid_run(pg_url: str, pg_serve
     run.finish("done")
     assert sorted(store.load_steps("r1")) == [0, 1] and store.get_run("r1").status == "finished"
     store.close()
+
+
+def test_a_success_with_the_breaker_closed_leaves_its_row_alone_so_replicas_do_not_queue_on_it(pg_url: str):
+    """Every resume counts its outcome into the one breaker row; a success that changes nothing must not lock that
+    row, or every replica's every run would wait on it in turn. A failure still takes the lock (StoreBusy here)."""
+    store = PostgresStore(pg_url, busy_timeout_s=0.5)
+    now = datetime.now(UTC)
+    with psycopg.connect(pg_url) as holder:  # another replica's open transaction on the breaker row
+        holder.execute("SELECT 1 FROM recover_outage WHERE id = 'provider' FOR UPDATE")
+        state, change = store.record_outcome(provider_failure=False, now=now, threshold=3, first_probe_at=now)
+        assert (state.failures, state.paused, change) == (0, False, None)
+        with pytest.raises(StoreBusy):
+            store.record_outcome(provider_failure=True, now=now, threshold=3, first_probe_at=now)
+    store.close()
+
+
+def test_an_update_that_loses_its_connection_is_applied_by_its_retry_as_it_sets_values(
+    pg_url: str, pg_server: PgServer,
+):
+    """update_run sets values (a finish, a lease renewal, a release), so it is one statement in its own transaction,
+    one round trip, and a connection lost under it is simply retried: applying it twice leaves what once does.
+    record_failure counts, so it stays a transaction whose lost COMMIT is reported, not retried."""
+    store: PostgresStore
+
+    def drop(point: str) -> None:
+        if point == "update_run:before_commit" and not dropped:
+            dropped.append(point)
+            _terminate(pg_server, store._db._conn.info.backend_pid)
+
+    dropped: list[str] = []
+    store = PostgresStore(pg_url, fault=drop)
+    store.create_run("r1", agent="a", kind="send", input={})
+    finished = store.update_run("r1", epoch=0, status="finished", output={"ok": True})
+    assert (finished.status, finished.output) == ("finished", {"ok": True}) and dropped
+    assert store.get_run("r1").status == "finished"
+    store.close()

@@ -15,6 +15,7 @@ from lousho.recover import schema
 from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing, StoreUnavailable, UnsupportedStoreUrl
 from lousho.recover.store import DEFAULT_URL, RunStore, parse_url
 from lousho.recover.store import open as open_store
+from lousho.recover.store_postgres import _pg_ddl
 from lousho.recover.store_sqlite import BUSY_TIMEOUT_S, SqliteStore
 
 
@@ -123,3 +124,42 @@ def test_the_schema_uses_only_portable_column_types():
                     assert words[1].rstrip(",") in ("TEXT", "INTEGER", "REAL"), line
             for sqlite_only in ("AUTOINCREMENT", "WITHOUT ROWID", "OR REPLACE", "OR IGNORE", "PRAGMA", "STRICT"):
                 assert sqlite_only not in statement.upper(), statement
+
+
+def _write_version_2_store(store_url: str) -> None:
+    """A store as lousho wrote it at schema version 2, when the history was a ring table of its own: r1 saved 12
+    steps with a ring of 5 (steps 7-11 left in it), r2 saved 3 with a ring of 50."""
+    ddl = (lambda s: s) if store_url.startswith("sqlite:") else _pg_ddl
+    raw_sql(store_url, ddl(schema.VERSION_TABLE))
+    for version in (0, 1):
+        for statement in schema.MIGRATIONS[version]:
+            raw_sql(store_url, ddl(statement))
+        raw_sql(store_url, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (version + 1, "2026-11-01T00:00:00.000000Z"))
+    for run_id, steps, ring in (("r1", 12, 5), ("r2", 3, 50)):
+        raw_sql(store_url, "INSERT INTO runs (id, agent, kind, status, input, created_at, updated_at) "
+                "VALUES (?, 'a', 'send', 'interrupted', '{}', ?, ?)", (run_id, "2026-11-01T00:00:00.000000Z",
+                                                                        "2026-11-01T00:00:00.000000Z"))
+        for step in range(steps):
+            row = (run_id, step, f"step-{step}", f'{{"i": {step}}}', "2026-11-01T00:00:00.000000Z", 0)
+            raw_sql(store_url, "INSERT INTO checkpoints (run_id, step, name, output, saved_at, epoch) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", row)
+            seq = step + 1
+            if seq > steps - ring:
+                raw_sql(store_url, "INSERT INTO checkpoint_history (run_id, slot, seq, step, name, output, saved_at, "
+                        "epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (run_id, seq % ring, seq, *row[1:]))
+
+
+def test_a_store_written_at_schema_2_migrates_its_history_ring_into_the_view(store_url: str, open_more):
+    """Version 3 replaces the ring table with a view of the checkpoints (one write per step): every entry the ring
+    held is still in the history, the steps it had dropped stay out, and new saves follow the ring's rule."""
+    _write_version_2_store(store_url)
+    store = open_more(history_limit=5)
+    versions = [row[0] for row in raw_sql(store_url, "SELECT version FROM schema_migrations ORDER BY version")]
+    assert versions == [1, 2, 3]
+    assert sorted(store.load_steps("r1")) == list(range(12)) and store.load_steps("r1")[3].output == {"i": 3}
+    assert [e.step for e in store.history("r1")] == [11, 10, 9, 8, 7]
+    assert [e.step for e in open_more(history_limit=50).history("r2")] == [2, 1, 0]
+    store.save_step("r1", 12, "step-12", {"i": 12}, epoch=0)
+    assert [e.step for e in store.history("r1")] == [12, 11, 10, 9, 8]
+    assert store.delete_run("r1") and store.history("r1") == [] and store.load_steps("r1") == {}

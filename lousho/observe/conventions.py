@@ -83,6 +83,7 @@ _OUTPUT_FAMILY = frozenset((*_OUTPUT_KEYS, *_FLAT_OUTPUT_KEYS))
 _WATCHED = frozenset((*_AGENT_FAMILY, *_REVISION_KEYS, "llm.invocation_parameters", *_SESSION_KEYS,
                       *_CALL_ID_KEYS, *_SKILL_KEYS, *_TOKEN_FAMILY, "operation.cost", *_INPUT_FAMILY,
                       *_OUTPUT_FAMILY))
+WATCHED_KEYS = _WATCHED
 
 
 def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[str, Any]], span_name: str,

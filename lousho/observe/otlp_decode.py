@@ -201,13 +201,6 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
     cols["status_message"].append(span.status.message or None)
     cols["service_name"].append(ctx.service_name)
     cols["scope_name"].append(ctx.scope_name)
-    cols["operation"].append(normalise.operation(attrs, span.name))
-    for column in PROMOTED_TEXT[1:]:
-        cols[column].append(normalise.promote(attrs, column))
-    cols["input_tokens"].append(normalise.promote(attrs, "input_tokens"))
-    cols["output_tokens"].append(normalise.promote(attrs, "output_tokens"))
-    cols["cost_usd"].append(normalise.promote(attrs, "cost_usd"))
-    cols["probe"].append(normalise.as_bool(attrs.get("lousho.probe")))
     cols["attributes"].append(_dumps(attrs))
     cols["resource"].append(ctx.resource_json)
     events = [
@@ -228,7 +221,32 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
         for link in span.links
     ]
     cols["links"].append(_dumps(links) if links else None)
-    conventions.refine(cols, attrs, events, span.name, span.start_time_unix_nano)
+    add_conventions(out, attrs, events, span.name, span.start_time_unix_nano, key_hi, key_lo, trace_id, span_id)
+
+
+def add_conventions(
+    out: Decoded,
+    attrs: dict[str, Any],
+    events: list[dict[str, Any]] | None,
+    name: str,
+    start_ns: int,
+    key_hi: int,
+    key_lo: int,
+    trace_id: str,
+    span_id: str,
+) -> None:
+    """The columns read from conventions (promoted, refined, cost) and the score rows of the span whose raw
+    columns were just appended. The native decoder calls this too, for the spans it has work for."""
+    events = events or []
+    cols = out.spans
+    cols["operation"].append(normalise.operation(attrs, name))
+    for column in PROMOTED_TEXT[1:]:
+        cols[column].append(normalise.promote(attrs, column))
+    cols["input_tokens"].append(normalise.promote(attrs, "input_tokens"))
+    cols["output_tokens"].append(normalise.promote(attrs, "output_tokens"))
+    cols["cost_usd"].append(normalise.promote(attrs, "cost_usd"))
+    cols["probe"].append(normalise.as_bool(attrs.get("lousho.probe")))
+    conventions.refine(cols, attrs, events, name, start_ns)
     if events:
         run_id = cols["run_id"][-1]
         for seq, event in enumerate(events):

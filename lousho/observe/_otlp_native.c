@@ -1,0 +1,1300 @@
+/* OTLP/protobuf ExportTraceServiceRequest bytes -> the store's span columns, straight from the wire.
+ *
+ * The reference is lousho/observe/otlp_decode.py (decode_protobuf): this module must give the same
+ * columns for every body, and refuse the same bodies. Parsing follows the protobuf (upb) rules the
+ * reference parser applies: a non-repeated message field seen twice is merged (its encodings
+ * concatenated), a scalar seen twice keeps the last value, a known field with an unexpected wire type is
+ * an unknown field, unknown fields (groups included) are skipped, proto3 strings must be valid UTF-8,
+ * nesting deeper than 100 messages is refused. JSON cells are byte-identical to
+ * json.dumps(separators=(",", ":")) with ensure_ascii, float repr, insertion order (a repeated key keeps
+ * its first position and its last value, as a dict does), NaN and infinities as strings.
+ *
+ * The per-span convention work (normalise.promote, conventions.refine, scores) stays in Python, in one
+ * place: a span is handed to the Python tail only when one of its attribute keys is one those read, or it
+ * has events, or its name makes it an agent span; every other span's convention columns are NULL but its
+ * operation, which comes from its name and is set here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 100
+
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} Slice;
+
+/* ---------- arena: buffers for merged (concatenated) message encodings, freed after a decode ---------- */
+
+typedef struct Block {
+    struct Block *next;
+    uint8_t data[];
+} Block;
+
+typedef struct {
+    Block *head;
+} Arena;
+
+static uint8_t *arena_alloc(Arena *a, size_t n) {
+    Block *b = PyMem_Malloc(sizeof(Block) + n);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    b->next = a->head;
+    a->head = b;
+    return b->data;
+}
+
+static void arena_free(Arena *a) {
+    while (a->head) {
+        Block *next = a->head->next;
+        PyMem_Free(a->head);
+        a->head = next;
+    }
+}
+
+/* A non-repeated message field: every occurrence is merged into one encoding. */
+typedef struct {
+    Slice s;
+    int seen;
+} Acc;
+
+static int acc_add(Arena *a, Acc *acc, Slice s) {
+    if (!acc->seen) {
+        acc->s = s;
+        acc->seen = 1;
+        return 0;
+    }
+    uint8_t *buf = arena_alloc(a, acc->s.n + s.n);
+    if (buf == NULL) return -1;
+    memcpy(buf, acc->s.p, acc->s.n);
+    memcpy(buf + acc->s.n, s.p, s.n);
+    acc->s.p = buf;
+    acc->s.n += s.n;
+    return 0;
+}
+
+/* ---------- growable arrays ---------- */
+
+typedef struct {
+    Slice *v;
+    size_t n, cap;
+} Slices;
+
+static int slices_push(Slices *a, Slice s) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        Slice *v = PyMem_Realloc(a->v, cap * sizeof(Slice));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = s;
+    return 0;
+}
+
+static void slices_free(Slices *a) {
+    PyMem_Free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + extra) cap *= 2;
+    char *p = PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const char *s, size_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+#define BUF_LIT(b, s) buf_put((b), (s), sizeof(s) - 1)
+
+/* ---------- decoder state ---------- */
+
+typedef struct {
+    Arena arena;
+    Buf json;
+    const char *error; /* set with the first malformation found */
+} Decoder;
+
+static int fail(Decoder *d, const char *why) {
+    if (d->error == NULL) d->error = why;
+    return -1;
+}
+
+/* ---------- wire reader ---------- */
+
+typedef struct {
+    const uint8_t *p, *end;
+} Rd;
+
+static int rd_varint(Rd *r, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (r->p >= r->end) return -1;
+        uint8_t b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One field: its number, wire type and value (varint/fixed in u, bytes in s). */
+typedef struct {
+    uint32_t num;
+    int wt;
+    uint64_t u;
+    Slice s;
+} Field;
+
+static int skip_group(Decoder *d, Rd *r, uint32_t num, int depth);
+
+static uint64_t le64_n(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t le64(const uint8_t *p) { return le64_n(p, 8); }
+
+static int rd_field(Decoder *d, Rd *r, Field *f, int depth) {
+    uint64_t tag;
+    if (rd_varint(r, &tag) < 0 || tag > UINT32_MAX) return fail(d, "bad tag");
+    f->num = (uint32_t)(tag >> 3);
+    f->wt = (int)(tag & 7);
+    if (f->num == 0) return fail(d, "field number 0");
+    switch (f->wt) {
+    case 0:
+        if (rd_varint(r, &f->u) < 0) return fail(d, "bad varint");
+        return 0;
+    case 1:
+        if (r->end - r->p < 8) return fail(d, "truncated fixed64");
+        f->u = le64(r->p);
+        r->p += 8;
+        return 0;
+    case 5: {
+        if (r->end - r->p < 4) return fail(d, "truncated fixed32");
+        f->u = (uint32_t)le64_n(r->p, 4);
+        r->p += 4;
+        return 0;
+    }
+    case 2: {
+        uint64_t len;
+        if (rd_varint(r, &len) < 0) return fail(d, "bad length");
+        if (len > (uint64_t)(r->end - r->p) || len > INT32_MAX) return fail(d, "length past the end");
+        f->s.p = r->p;
+        f->s.n = (size_t)len;
+        r->p += len;
+        return 0;
+    }
+    case 3:
+        return skip_group(d, r, f->num, depth + 1);
+    default:
+        return fail(d, "bad wire type");
+    }
+}
+
+static int skip_group(Decoder *d, Rd *r, uint32_t num, int depth) {
+    if (depth > MAX_DEPTH) return fail(d, "nested too deep");
+    for (;;) {
+        if (r->p >= r->end) return fail(d, "unterminated group");
+        /* An end-group tag is read here, not by rd_field, which refuses a stray one. */
+        const uint8_t *save = r->p;
+        uint64_t tag;
+        if (rd_varint(r, &tag) < 0 || tag > UINT32_MAX) return fail(d, "bad tag");
+        if ((tag & 7) == 4) {
+            if ((tag >> 3) != num) return fail(d, "mismatched end group");
+            return 0;
+        }
+        r->p = save;
+        Field f;
+        if (rd_field(d, r, &f, depth) < 0) return -1;
+    }
+}
+
+/* ---------- UTF-8 (strict: no overlongs, surrogates or code points past U+10FFFF) ---------- */
+
+static int utf8_valid(Slice s) {
+    const uint8_t *p = s.p, *end = s.p + s.n;
+    while (p < end) {
+        uint8_t c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t left = (size_t)(end - p);
+        if (c >= 0xc2 && c <= 0xdf) {
+            if (left < 2 || (p[1] & 0xc0) != 0x80) return 0;
+            p += 2;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            if (left < 3 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80) return 0;
+            if (c == 0xe0 && p[1] < 0xa0) return 0;
+            if (c == 0xed && p[1] > 0x9f) return 0;
+            p += 3;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            if (left < 4 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80) return 0;
+            if (c == 0xf0 && p[1] < 0x90) return 0;
+            if (c == 0xf4 && p[1] > 0x8f) return 0;
+            p += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int want_string(Decoder *d, const Field *f) {
+    if (!utf8_valid(f->s)) return fail(d, "string field is not valid UTF-8");
+    return 0;
+}
+
+/* ---------- JSON output (ASCII only: json.dumps' ensure_ascii) ---------- */
+
+static const char HEX[] = "0123456789abcdef";
+
+static int json_u16(Buf *b, unsigned v) {
+    char e[6] = {'\\', 'u', HEX[(v >> 12) & 15], HEX[(v >> 8) & 15], HEX[(v >> 4) & 15], HEX[v & 15]};
+    return buf_put(b, e, 6);
+}
+
+static int json_string(Buf *b, Slice s) {
+    if (buf_reserve(b, s.n + 2) < 0) return -1;
+    b->p[b->n++] = '"';
+    const uint8_t *p = s.p, *end = s.p + s.n;
+    while (p < end) {
+        uint8_t c = *p;
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            const uint8_t *run = p;
+            while (p < end && *p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\') p++;
+            if (buf_put(b, (const char *)run, (size_t)(p - run)) < 0) return -1;
+            continue;
+        }
+        uint32_t cp;
+        if (c < 0x80) {
+            cp = c;
+            p++;
+        } else if (c < 0xe0) {
+            cp = ((uint32_t)(c & 0x1f) << 6) | (p[1] & 0x3f);
+            p += 2;
+        } else if (c < 0xf0) {
+            cp = ((uint32_t)(c & 0x0f) << 12) | ((uint32_t)(p[1] & 0x3f) << 6) | (p[2] & 0x3f);
+            p += 3;
+        } else {
+            cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(p[1] & 0x3f) << 12) | ((uint32_t)(p[2] & 0x3f) << 6) |
+                 (p[3] & 0x3f);
+            p += 4;
+        }
+        int rc;
+        switch (cp) {
+        case '"': rc = BUF_LIT(b, "\\\""); break;
+        case '\\': rc = BUF_LIT(b, "\\\\"); break;
+        case '\n': rc = BUF_LIT(b, "\\n"); break;
+        case '\r': rc = BUF_LIT(b, "\\r"); break;
+        case '\t': rc = BUF_LIT(b, "\\t"); break;
+        case '\b': rc = BUF_LIT(b, "\\b"); break;
+        case '\f': rc = BUF_LIT(b, "\\f"); break;
+        default:
+            if (cp >= 0x10000) {
+                uint32_t v = cp - 0x10000;
+                rc = json_u16(b, 0xd800 | ((v >> 10) & 0x3ff));
+                if (rc == 0) rc = json_u16(b, 0xdc00 | (v & 0x3ff));
+            } else {
+                rc = json_u16(b, cp);
+            }
+        }
+        if (rc < 0) return -1;
+    }
+    if (buf_reserve(b, 1) < 0) return -1;
+    b->p[b->n++] = '"';
+    return 0;
+}
+
+static int json_hex(Buf *b, Slice s) {
+    if (buf_reserve(b, s.n * 2 + 2) < 0) return -1;
+    b->p[b->n++] = '"';
+    for (size_t i = 0; i < s.n; i++) {
+        b->p[b->n++] = HEX[s.p[i] >> 4];
+        b->p[b->n++] = HEX[s.p[i] & 15];
+    }
+    b->p[b->n++] = '"';
+    return 0;
+}
+
+static int json_int(Buf *b, int64_t v) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+    return buf_put(b, tmp, (size_t)n);
+}
+
+static int json_uint(Buf *b, uint64_t v) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
+    return buf_put(b, tmp, (size_t)n);
+}
+
+static int json_double(Buf *b, double v) {
+    if (v != v) return BUF_LIT(b, "\"NaN\"");
+    if (v == HUGE_VAL) return BUF_LIT(b, "\"Infinity\"");
+    if (v == -HUGE_VAL) return BUF_LIT(b, "\"-Infinity\"");
+    char *repr = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL) return -1;
+    int rc = buf_put(b, repr, strlen(repr));
+    PyMem_Free(repr);
+    return rc;
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static size_t b64_len(size_t n) { return (n + 2) / 3 * 4; }
+
+static void b64_encode(char *out, Slice s) {
+    size_t i = 0, o = 0;
+    for (; i + 3 <= s.n; i += 3) {
+        uint32_t v = ((uint32_t)s.p[i] << 16) | ((uint32_t)s.p[i + 1] << 8) | s.p[i + 2];
+        out[o++] = B64[v >> 18];
+        out[o++] = B64[(v >> 12) & 63];
+        out[o++] = B64[(v >> 6) & 63];
+        out[o++] = B64[v & 63];
+    }
+    if (s.n - i == 1) {
+        uint32_t v = (uint32_t)s.p[i] << 16;
+        out[o++] = B64[v >> 18];
+        out[o++] = B64[(v >> 12) & 63];
+        out[o++] = '=';
+        out[o++] = '=';
+    } else if (s.n - i == 2) {
+        uint32_t v = ((uint32_t)s.p[i] << 16) | ((uint32_t)s.p[i + 1] << 8);
+        out[o++] = B64[v >> 18];
+        out[o++] = B64[(v >> 12) & 63];
+        out[o++] = B64[(v >> 6) & 63];
+        out[o++] = '=';
+    }
+}
+
+static PyObject *ascii_str(const char *p, size_t n) {
+    PyObject *s = PyUnicode_New((Py_ssize_t)n, 127);
+    if (s == NULL) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(s), p, n);
+    return s;
+}
+
+/* ---------- AnyValue and key/value lists ---------- */
+
+enum { V_NONE, V_STRING, V_BOOL, V_INT, V_DOUBLE, V_ARRAY, V_KVLIST, V_BYTES };
+
+typedef struct {
+    int kind;
+    int64_t i; /* bool, int */
+    double f;
+    Slice s;   /* string, bytes */
+    Acc msg;   /* array, kvlist: merged encoding */
+} Value;
+
+typedef struct {
+    Slice key;
+    Value value;
+    int show;   /* first occurrence of its key */
+    size_t last; /* index of the last occurrence of its key: the value a dict keeps */
+} Entry;
+
+typedef struct {
+    Entry *v;
+    size_t n, cap;
+} Entries;
+
+static void entries_free(Entries *e) {
+    PyMem_Free(e->v);
+    e->v = NULL;
+    e->n = e->cap = 0;
+}
+
+static int read_value(Decoder *d, Slice s, Value *v, int depth);
+
+static int read_kv(Decoder *d, Slice s, Entry *e, int depth) {
+    if (depth > MAX_DEPTH) return fail(d, "nested too deep");
+    Rd r = {s.p, s.p + s.n};
+    Acc value = {{NULL, 0}, 0};
+    e->key.p = (const uint8_t *)"";
+    e->key.n = 0;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (f.num == 1 && f.wt == 2) {
+            if (want_string(d, &f) < 0) return -1;
+            e->key = f.s;
+        } else if (f.num == 2 && f.wt == 2) {
+            if (acc_add(&d->arena, &value, f.s) < 0) return -1;
+        }
+    }
+    memset(&e->value, 0, sizeof e->value);
+    if (value.seen) return read_value(d, value.s, &e->value, depth + 1);
+    return 0;
+}
+
+/* Validate everything below ``msg`` (an ArrayValue or KeyValueList): read_value only merges them. */
+static int walk_values(Decoder *d, Slice msg, int depth, int is_kvlist);
+
+static int read_value(Decoder *d, Slice s, Value *v, int depth) {
+    if (depth > MAX_DEPTH) return fail(d, "nested too deep");
+    Rd r = {s.p, s.p + s.n};
+    memset(v, 0, sizeof *v);
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        int kind = -1;
+        switch (f.num) {
+        case 1: if (f.wt == 2) kind = V_STRING; break;
+        case 2: if (f.wt == 0) kind = V_BOOL; break;
+        case 3: if (f.wt == 0) kind = V_INT; break;
+        case 4: if (f.wt == 1) kind = V_DOUBLE; break;
+        case 5: if (f.wt == 2) kind = V_ARRAY; break;
+        case 6: if (f.wt == 2) kind = V_KVLIST; break;
+        case 7: if (f.wt == 2) kind = V_BYTES; break;
+        case 8: if (f.wt == 0) kind = V_NONE; break; /* string_value_strindex: the reference reads None */
+        }
+        if (kind < 0) continue;
+        if (kind == V_ARRAY || kind == V_KVLIST) {
+            /* Each piece is parsed as it comes, as protobuf does, even if a later member replaces it. */
+            if (walk_values(d, f.s, depth + 1, kind == V_KVLIST) < 0) return -1;
+            if (v->kind != kind) memset(&v->msg, 0, sizeof v->msg);
+            if (acc_add(&d->arena, &v->msg, f.s) < 0) return -1;
+        } else {
+            memset(&v->msg, 0, sizeof v->msg);
+        }
+        v->kind = kind;
+        switch (kind) {
+        case V_STRING:
+            if (want_string(d, &f) < 0) return -1;
+            v->s = f.s;
+            break;
+        case V_BYTES: v->s = f.s; break;
+        case V_BOOL: v->i = f.u != 0; break;
+        case V_INT: v->i = (int64_t)f.u; break;
+        case V_DOUBLE: memcpy(&v->f, &f.u, 8); break;
+        }
+    }
+    return 0;
+}
+
+static int walk_values(Decoder *d, Slice msg, int depth, int is_kvlist) {
+    if (depth > MAX_DEPTH) return fail(d, "nested too deep");
+    Rd r = {msg.p, msg.p + msg.n};
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (f.num != 1 || f.wt != 2) continue;
+        if (is_kvlist) {
+            Entry e;
+            if (read_kv(d, f.s, &e, depth + 1) < 0) return -1;
+        } else {
+            Value v;
+            if (read_value(d, f.s, &v, depth + 1) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int entries_push(Entries *a, Entry *e) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        Entry *v = PyMem_Realloc(a->v, cap * sizeof(Entry));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = *e;
+    return 0;
+}
+
+static uint64_t key_hash(Slice k) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < k.n; i++) h = (h ^ k.p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int key_eq(Slice a, Slice b) { return a.n == b.n && memcmp(a.p, b.p, a.n) == 0; }
+
+/* Mark, as a dict built in order would keep them, which entries show and which value each shows. */
+static int dedupe(Entries *a) {
+    size_t n = a->n;
+    for (size_t i = 0; i < n; i++) {
+        a->v[i].show = 1;
+        a->v[i].last = i;
+    }
+    if (n < 2) return 0;
+    if (n <= 16) {
+        for (size_t j = 1; j < n; j++) {
+            for (size_t i = 0; i < j; i++) {
+                if (a->v[i].show && key_eq(a->v[i].key, a->v[j].key)) {
+                    a->v[i].last = j;
+                    a->v[j].show = 0;
+                    break;
+                }
+            }
+        }
+        return 0;
+    }
+    size_t size = 32;
+    while (size < n * 2) size *= 2;
+    size_t *table = PyMem_Malloc(size * sizeof(size_t));
+    if (table == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < size; i++) table[i] = SIZE_MAX;
+    for (size_t j = 0; j < n; j++) {
+        size_t slot = (size_t)key_hash(a->v[j].key) & (size - 1);
+        while (table[slot] != SIZE_MAX && !key_eq(a->v[table[slot]].key, a->v[j].key)) slot = (slot + 1) & (size - 1);
+        if (table[slot] == SIZE_MAX) {
+            table[slot] = j;
+        } else {
+            a->v[table[slot]].last = j;
+            a->v[j].show = 0;
+        }
+    }
+    PyMem_Free(table);
+    return 0;
+}
+
+/* ---------- a value as JSON and as a Python object ---------- */
+
+static int kvlist_out(Decoder *d, Slice msg, Buf *b, PyObject **py);
+static int value_out(Decoder *d, Value *v, Buf *b, PyObject **py);
+
+static int array_out(Decoder *d, Slice msg, Buf *b, PyObject **py) {
+    Rd r = {msg.p, msg.p + msg.n};
+    PyObject *list = NULL;
+    if (py) {
+        list = PyList_New(0);
+        if (list == NULL) return -1;
+    }
+    if (b && BUF_LIT(b, "[") < 0) goto error;
+    int first = 1;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, 0) < 0) goto error;
+        if (f.num != 1 || f.wt != 2) continue;
+        Value v;
+        if (read_value(d, f.s, &v, 0) < 0) goto error;
+        if (b && !first && BUF_LIT(b, ",") < 0) goto error;
+        first = 0;
+        PyObject *item = NULL;
+        if (value_out(d, &v, b, py ? &item : NULL) < 0) goto error;
+        if (py) {
+            int rc = PyList_Append(list, item);
+            Py_DECREF(item);
+            if (rc < 0) goto error;
+        }
+    }
+    if (b && BUF_LIT(b, "]") < 0) goto error;
+    if (py) *py = list;
+    return 0;
+error:
+    Py_XDECREF(list);
+    return -1;
+}
+
+static int value_out(Decoder *d, Value *v, Buf *b, PyObject **py) {
+    switch (v->kind) {
+    case V_STRING:
+        if (b && json_string(b, v->s) < 0) return -1;
+        if (py && (*py = PyUnicode_DecodeUTF8((const char *)v->s.p, (Py_ssize_t)v->s.n, NULL)) == NULL) return -1;
+        return 0;
+    case V_BOOL:
+        if (b && (v->i ? BUF_LIT(b, "true") : BUF_LIT(b, "false")) < 0) return -1;
+        if (py) *py = PyBool_FromLong((long)v->i);
+        return 0;
+    case V_INT:
+        if (b && json_int(b, v->i) < 0) return -1;
+        if (py && (*py = PyLong_FromLongLong(v->i)) == NULL) return -1;
+        return 0;
+    case V_DOUBLE:
+        if (b && json_double(b, v->f) < 0) return -1;
+        if (py && (*py = PyFloat_FromDouble(v->f)) == NULL) return -1;
+        return 0;
+    case V_BYTES: {
+        size_t n = b64_len(v->s.n);
+        if (b) {
+            if (buf_reserve(b, n + 2) < 0) return -1;
+            b->p[b->n++] = '"';
+            b64_encode(b->p + b->n, v->s);
+            b->n += n;
+            b->p[b->n++] = '"';
+        }
+        if (py) {
+            PyObject *s = PyUnicode_New((Py_ssize_t)n, 127);
+            if (s == NULL) return -1;
+            b64_encode((char *)PyUnicode_1BYTE_DATA(s), v->s);
+            *py = s;
+        }
+        return 0;
+    }
+    case V_ARRAY:
+        return array_out(d, v->msg.s, b, py);
+    case V_KVLIST:
+        return kvlist_out(d, v->msg.s, b, py);
+    default:
+        if (b && BUF_LIT(b, "null") < 0) return -1;
+        if (py) *py = Py_NewRef(Py_None);
+        return 0;
+    }
+}
+
+/* Entries of key/value messages, deduplicated, as a JSON object and/or a dict. */
+static int entries_out(Decoder *d, Entries *e, Buf *b, PyObject **py) {
+    if (dedupe(e) < 0) return -1;
+    PyObject *dict = NULL;
+    if (py) {
+        dict = PyDict_New();
+        if (dict == NULL) return -1;
+    }
+    if (b && BUF_LIT(b, "{") < 0) goto error;
+    int first = 1;
+    for (size_t i = 0; i < e->n; i++) {
+        if (!e->v[i].show) continue;
+        Value *v = &e->v[e->v[i].last].value;
+        if (b) {
+            if (!first && BUF_LIT(b, ",") < 0) goto error;
+            if (json_string(b, e->v[i].key) < 0 || BUF_LIT(b, ":") < 0) goto error;
+        }
+        first = 0;
+        PyObject *item = NULL;
+        if (value_out(d, v, b, py ? &item : NULL) < 0) goto error;
+        if (py) {
+            PyObject *key = PyUnicode_DecodeUTF8((const char *)e->v[i].key.p, (Py_ssize_t)e->v[i].key.n, NULL);
+            if (key == NULL) {
+                Py_DECREF(item);
+                goto error;
+            }
+            int rc = PyDict_SetItem(dict, key, item);
+            Py_DECREF(key);
+            Py_DECREF(item);
+            if (rc < 0) goto error;
+        }
+    }
+    if (b && BUF_LIT(b, "}") < 0) goto error;
+    if (py) *py = dict;
+    return 0;
+error:
+    Py_XDECREF(dict);
+    return -1;
+}
+
+static int kvlist_out(Decoder *d, Slice msg, Buf *b, PyObject **py) {
+    Rd r = {msg.p, msg.p + msg.n};
+    Entries e = {NULL, 0, 0};
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, 0) < 0) goto error;
+        if (f.num != 1 || f.wt != 2) continue;
+        Entry entry;
+        if (read_kv(d, f.s, &entry, 0) < 0 || entries_push(&e, &entry) < 0) goto error;
+    }
+    int rc = entries_out(d, &e, b, py);
+    entries_free(&e);
+    return rc;
+error:
+    entries_free(&e);
+    return -1;
+}
+
+/* Read the KeyValue encodings of one attribute list (already validated as they are read). */
+static int read_entries(Decoder *d, Slices *kvs, Entries *out, int depth) {
+    out->n = 0;
+    for (size_t i = 0; i < kvs->n; i++) {
+        Entry e;
+        if (read_kv(d, kvs->v[i], &e, depth) < 0 || entries_push(out, &e) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ---------- module configuration (from otlp_native.py) ---------- */
+
+typedef struct {
+    PyObject *bad_payload; /* exception class */
+    PyObject *tail;        /* the Python convention step */
+    PyObject *kinds;       /* tuple of str */
+    PyObject *statuses;    /* tuple of str */
+    PyObject *prefixes;    /* tuple of str: operations a span name starts with */
+    PyObject *agent_op;    /* "invoke_agent" */
+    Slice *watched;        /* keys the convention step reads */
+    size_t *watched_table;
+    size_t watched_n, watched_size;
+    PyObject *watched_owner; /* keeps the key strings alive */
+    int ready;
+} Config;
+
+static Config cfg;
+
+static int is_watched(Slice key) {
+    if (cfg.watched_n == 0) return 0;
+    size_t slot = (size_t)key_hash(key) & (cfg.watched_size - 1);
+    while (cfg.watched_table[slot] != SIZE_MAX) {
+        if (key_eq(cfg.watched[cfg.watched_table[slot]], key)) return 1;
+        slot = (slot + 1) & (cfg.watched_size - 1);
+    }
+    return 0;
+}
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    PyObject *bad, *tail, *kinds, *statuses, *prefixes, *agent_op, *watched;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!UO!", &bad, &tail, &PyTuple_Type, &kinds, &PyTuple_Type, &statuses,
+                          &PyTuple_Type, &prefixes, &agent_op, &PyTuple_Type, &watched))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(watched);
+    size_t size = 64;
+    while (size < (size_t)n * 2) size *= 2;
+    Slice *keys = PyMem_Malloc(((size_t)n + 1) * sizeof(Slice));
+    size_t *table = PyMem_Malloc(size * sizeof(size_t));
+    if (keys == NULL || table == NULL) {
+        PyMem_Free(keys);
+        PyMem_Free(table);
+        return PyErr_NoMemory();
+    }
+    for (size_t i = 0; i < size; i++) table[i] = SIZE_MAX;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(watched, i), &len);
+        if (s == NULL) {
+            PyMem_Free(keys);
+            PyMem_Free(table);
+            return NULL;
+        }
+        keys[i].p = (const uint8_t *)s;
+        keys[i].n = (size_t)len;
+        size_t slot = (size_t)key_hash(keys[i]) & (size - 1);
+        while (table[slot] != SIZE_MAX) slot = (slot + 1) & (size - 1);
+        table[slot] = (size_t)i;
+    }
+    PyMem_Free(cfg.watched);
+    PyMem_Free(cfg.watched_table);
+    Py_XSETREF(cfg.watched_owner, Py_NewRef(watched));
+    Py_XSETREF(cfg.bad_payload, Py_NewRef(bad));
+    Py_XSETREF(cfg.tail, Py_NewRef(tail));
+    Py_XSETREF(cfg.kinds, Py_NewRef(kinds));
+    Py_XSETREF(cfg.statuses, Py_NewRef(statuses));
+    Py_XSETREF(cfg.prefixes, Py_NewRef(prefixes));
+    Py_XSETREF(cfg.agent_op, Py_NewRef(agent_op));
+    cfg.watched = keys;
+    cfg.watched_table = table;
+    cfg.watched_n = (size_t)n;
+    cfg.watched_size = size;
+    cfg.ready = 1;
+    Py_RETURN_NONE;
+}
+
+/* ---------- spans ---------- */
+
+/* The columns this module fills for every span, in this order (otlp_native.BASE_COLUMNS). */
+enum {
+    C_KEY_HI, C_KEY_LO, C_TRACE_ID, C_SPAN_ID, C_PARENT, C_NAME, C_KIND, C_START, C_END, C_STATUS_CODE,
+    C_STATUS_MESSAGE, C_SERVICE, C_SCOPE, C_ATTRIBUTES, C_RESOURCE, C_EVENTS, C_LINKS, C_OPERATION, N_BASE
+};
+
+typedef struct {
+    PyObject *base[N_BASE]; /* borrowed lists */
+    PyObject *plain;        /* tuple of lists that get None for a span the tail does not see */
+    PyObject *out;          /* the Decoded, handed to the tail */
+    PyObject *errors;       /* Decoded.errors */
+    long rejected;
+    PyObject *service;      /* of the current resource */
+    PyObject *resource_json;
+    PyObject *scope;
+} Sink;
+
+static int append_steal(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static PyObject *hex_str(Slice s) {
+    PyObject *out = PyUnicode_New((Py_ssize_t)(s.n * 2), 127);
+    if (out == NULL) return NULL;
+    Py_UCS1 *p = PyUnicode_1BYTE_DATA(out);
+    for (size_t i = 0; i < s.n; i++) {
+        p[2 * i] = (Py_UCS1)HEX[s.p[i] >> 4];
+        p[2 * i + 1] = (Py_UCS1)HEX[s.p[i] & 15];
+    }
+    return out;
+}
+
+static uint64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static int all_zero(Slice s) {
+    for (size_t i = 0; i < s.n; i++)
+        if (s.p[i]) return 0;
+    return 1;
+}
+
+typedef struct {
+    Slice trace_id, span_id, parent, name;
+    int32_t kind;
+    uint64_t start, end;
+    Slices attrs, events, links;
+    Acc status;
+} SpanWire;
+
+static int read_status(Decoder *d, Slice s, int32_t *code, Slice *message, int depth) {
+    Rd r = {s.p, s.p + s.n};
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (f.num == 2 && f.wt == 2) {
+            if (want_string(d, &f) < 0) return -1;
+            *message = f.s;
+        } else if (f.num == 3 && f.wt == 0) {
+            *code = (int32_t)f.u;
+        }
+    }
+    return 0;
+}
+
+/* An Event or a Link: its fields, with the attribute encodings gathered. */
+typedef struct {
+    uint64_t time;
+    Slice name, trace_id, span_id;
+    Slices attrs;
+} Sub;
+
+static int read_sub(Decoder *d, Slice s, Sub *out, int is_link, int depth) {
+    Rd r = {s.p, s.p + s.n};
+    out->time = 0;
+    out->name.n = out->trace_id.n = out->span_id.n = 0;
+    out->name.p = out->trace_id.p = out->span_id.p = (const uint8_t *)"";
+    out->attrs.n = 0;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (!is_link) {
+            if (f.num == 1 && f.wt == 1) out->time = f.u;
+            else if (f.num == 2 && f.wt == 2) {
+                if (want_string(d, &f) < 0) return -1;
+                out->name = f.s;
+            } else if (f.num == 3 && f.wt == 2) {
+                if (slices_push(&out->attrs, f.s) < 0) return -1;
+            }
+        } else {
+            if (f.num == 1 && f.wt == 2) out->trace_id = f.s;
+            else if (f.num == 2 && f.wt == 2) out->span_id = f.s;
+            else if (f.num == 3 && f.wt == 2) {
+                if (want_string(d, &f) < 0) return -1;
+            } else if (f.num == 4 && f.wt == 2) {
+                if (slices_push(&out->attrs, f.s) < 0) return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *span_problem(Decoder *d, SpanWire *w) {
+    const char *what = NULL;
+    if (w->trace_id.n != 16 || all_zero(w->trace_id)) what = "trace_id must be 16 bytes, not all zero";
+    else if (w->span_id.n != 8 || all_zero(w->span_id)) what = "span_id must be 8 bytes, not all zero";
+    else if (w->parent.n && w->parent.n != 8) what = "parent_span_id must be empty or 8 bytes";
+    else if (w->start >= (1ULL << 63) || w->end >= (1ULL << 63))
+        what = "timestamps past the year 2262 do not fit a signed 64-bit ns";
+    if (what == NULL) return Py_NewRef(Py_None);
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)w->name.p, (Py_ssize_t)w->name.n, NULL);
+    if (name == NULL) return NULL;
+    PyObject *msg = PyUnicode_FromFormat("span %R: %s", name, what);
+    Py_DECREF(name);
+    return msg;
+}
+
+/* The operation a span's name gives (normalise.operation without attributes), borrowed; NULL for none. */
+static PyObject *name_operation(Slice name) {
+    size_t head = 0;
+    while (head < name.n && name.p[head] != ' ') head++;
+    Py_ssize_t n = PyTuple_GET_SIZE(cfg.prefixes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *prefix = PyTuple_GET_ITEM(cfg.prefixes, i);
+        if ((size_t)PyUnicode_GET_LENGTH(prefix) == head &&
+            memcmp(PyUnicode_1BYTE_DATA(prefix), name.p, head) == 0)
+            return prefix;
+    }
+    return NULL;
+}
+
+static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
+    SpanWire w;
+    memset(&w, 0, sizeof w);
+    w.trace_id.p = w.span_id.p = w.parent.p = w.name.p = (const uint8_t *)"";
+    Rd r = {s.p, s.p + s.n};
+    int rc = -1;
+    Sub sub = {0};
+    PyObject *attrs_py = NULL, *events_py = NULL, *name_py = NULL, *trace_py = NULL, *span_py = NULL;
+    PyObject *key_hi = NULL, *key_lo = NULL, *start_py = NULL;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) goto done;
+        switch (f.num) {
+        case 1: if (f.wt == 2) w.trace_id = f.s; break;
+        case 2: if (f.wt == 2) w.span_id = f.s; break;
+        case 3: if (f.wt == 2 && want_string(d, &f) < 0) goto done; break;
+        case 4: if (f.wt == 2) w.parent = f.s; break;
+        case 5:
+            if (f.wt == 2) {
+                if (want_string(d, &f) < 0) goto done;
+                w.name = f.s;
+            }
+            break;
+        case 6: if (f.wt == 0) w.kind = (int32_t)f.u; break;
+        case 7: if (f.wt == 1) w.start = f.u; break;
+        case 8: if (f.wt == 1) w.end = f.u; break;
+        case 9: if (f.wt == 2 && slices_push(&w.attrs, f.s) < 0) goto done; break;
+        case 11: if (f.wt == 2 && slices_push(&w.events, f.s) < 0) goto done; break;
+        case 13: if (f.wt == 2 && slices_push(&w.links, f.s) < 0) goto done; break;
+        case 15: if (f.wt == 2 && acc_add(&d->arena, &w.status, f.s) < 0) goto done; break;
+        }
+    }
+    int32_t status_code = 0;
+    Slice status_message = {(const uint8_t *)"", 0};
+    if (w.status.seen && read_status(d, w.status.s, &status_code, &status_message, depth + 1) < 0) goto done;
+
+    PyObject *problem = span_problem(d, &w);
+    if (problem == NULL) goto done;
+    if (problem != Py_None) {
+        /* Rejected, but the whole message is still validated, as the reference parser does. */
+        int bad = append_steal(k->errors, problem);
+        k->rejected++;
+        if (bad < 0 || read_entries(d, &w.attrs, scratch, depth + 1) < 0 || entries_out(d, scratch, NULL, NULL) < 0)
+            goto done;
+        for (size_t i = 0; i < w.events.n + w.links.n; i++) {
+            int is_link = i >= w.events.n;
+            Slice e = is_link ? w.links.v[i - w.events.n] : w.events.v[i];
+            if (read_sub(d, e, &sub, is_link, depth + 1) < 0 || read_entries(d, &sub.attrs, scratch, depth + 2) < 0 ||
+                entries_out(d, scratch, NULL, NULL) < 0)
+                goto done;
+        }
+        rc = 0;
+        goto done;
+    }
+    Py_DECREF(problem);
+
+    /* Attributes: JSON always, a dict only for the tail. */
+    if (read_entries(d, &w.attrs, scratch, depth + 1) < 0) goto done;
+    PyObject *operation = name_operation(w.name);
+    int needs_tail = w.events.n > 0 || operation == cfg.agent_op;
+    for (size_t i = 0; i < scratch->n && !needs_tail; i++) needs_tail = is_watched(scratch->v[i].key);
+    Buf *b = &d->json;
+    b->n = 0;
+    if (entries_out(d, scratch, b, needs_tail ? &attrs_py : NULL) < 0) goto done;
+    PyObject *attrs_json = ascii_str(b->p, b->n);
+
+    PyObject **c = k->base;
+    name_py = PyUnicode_DecodeUTF8((const char *)w.name.p, (Py_ssize_t)w.name.n, NULL);
+    trace_py = hex_str(w.trace_id);
+    span_py = hex_str(w.span_id);
+    key_hi = PyLong_FromUnsignedLongLong(be64(w.span_id.p));
+    key_lo = PyLong_FromUnsignedLongLong(be64(w.trace_id.p + 8));
+    start_py = PyLong_FromUnsignedLongLong(w.start);
+    if (attrs_json == NULL || name_py == NULL || trace_py == NULL || span_py == NULL || key_hi == NULL ||
+        key_lo == NULL || start_py == NULL) {
+        Py_XDECREF(attrs_json);
+        goto done;
+    }
+    PyObject *kind = (w.kind >= 0 && w.kind < PyTuple_GET_SIZE(cfg.kinds)) ? PyTuple_GET_ITEM(cfg.kinds, w.kind)
+                                                                            : PyTuple_GET_ITEM(cfg.kinds, 0);
+    PyObject *status = (status_code >= 0 && status_code < PyTuple_GET_SIZE(cfg.statuses))
+                           ? PyTuple_GET_ITEM(cfg.statuses, status_code)
+                           : PyTuple_GET_ITEM(cfg.statuses, 0);
+    if (PyList_Append(c[C_KEY_HI], key_hi) < 0 || PyList_Append(c[C_KEY_LO], key_lo) < 0 ||
+        PyList_Append(c[C_TRACE_ID], trace_py) < 0 || PyList_Append(c[C_SPAN_ID], span_py) < 0 ||
+        append_steal(c[C_PARENT], w.parent.n ? hex_str(w.parent) : Py_NewRef(Py_None)) < 0 ||
+        PyList_Append(c[C_NAME], name_py) < 0 || PyList_Append(c[C_KIND], kind) < 0 ||
+        PyList_Append(c[C_START], start_py) < 0 ||
+        append_steal(c[C_END], PyLong_FromUnsignedLongLong(w.end)) < 0 ||
+        PyList_Append(c[C_STATUS_CODE], status) < 0 ||
+        append_steal(c[C_STATUS_MESSAGE],
+                     status_message.n ? PyUnicode_DecodeUTF8((const char *)status_message.p,
+                                                             (Py_ssize_t)status_message.n, NULL)
+                                      : Py_NewRef(Py_None)) < 0 ||
+        PyList_Append(c[C_SERVICE], k->service) < 0 || PyList_Append(c[C_SCOPE], k->scope) < 0 ||
+        append_steal(c[C_ATTRIBUTES], attrs_json) < 0 || PyList_Append(c[C_RESOURCE], k->resource_json) < 0)
+        goto done;
+
+    /* Events and links: JSON, and for the tail the events as the reference's dicts. */
+    if (w.events.n) {
+        b->n = 0;
+        if (BUF_LIT(b, "[") < 0) goto done;
+        events_py = PyList_New(0);
+        if (events_py == NULL) goto done;
+        for (size_t i = 0; i < w.events.n; i++) {
+            PyObject *eattrs = NULL;
+            if (read_sub(d, w.events.v[i], &sub, 0, depth + 1) < 0 || read_entries(d, &sub.attrs, scratch, depth + 2) < 0)
+                goto done;
+            if ((i && BUF_LIT(b, ",") < 0) || BUF_LIT(b, "{\"name\":") < 0 || json_string(b, sub.name) < 0 ||
+                BUF_LIT(b, ",\"time_ns\":") < 0 || json_uint(b, sub.time) < 0 || BUF_LIT(b, ",\"attributes\":") < 0 ||
+                entries_out(d, scratch, b, &eattrs) < 0 || BUF_LIT(b, "}") < 0)
+                goto done;
+            PyObject *ename = PyUnicode_DecodeUTF8((const char *)sub.name.p, (Py_ssize_t)sub.name.n, NULL);
+            PyObject *etime = PyLong_FromUnsignedLongLong(sub.time);
+            PyObject *event = (ename && etime) ? Py_BuildValue("{sOsOsO}", "name", ename, "time_ns", etime,
+                                                               "attributes", eattrs)
+                                               : NULL;
+            Py_XDECREF(ename);
+            Py_XDECREF(etime);
+            Py_DECREF(eattrs);
+            if (append_steal(events_py, event) < 0) goto done;
+        }
+        if (BUF_LIT(b, "]") < 0 || append_steal(c[C_EVENTS], ascii_str(b->p, b->n)) < 0) goto done;
+    } else if (PyList_Append(c[C_EVENTS], Py_None) < 0) {
+        goto done;
+    }
+    if (w.links.n) {
+        b->n = 0;
+        if (BUF_LIT(b, "[") < 0) goto done;
+        for (size_t i = 0; i < w.links.n; i++) {
+            if (read_sub(d, w.links.v[i], &sub, 1, depth + 1) < 0 || read_entries(d, &sub.attrs, scratch, depth + 2) < 0)
+                goto done;
+            if ((i && BUF_LIT(b, ",") < 0) || BUF_LIT(b, "{\"trace_id\":") < 0 || json_hex(b, sub.trace_id) < 0 ||
+                BUF_LIT(b, ",\"span_id\":") < 0 || json_hex(b, sub.span_id) < 0 ||
+                BUF_LIT(b, ",\"attributes\":") < 0 || entries_out(d, scratch, b, NULL) < 0 || BUF_LIT(b, "}") < 0)
+                goto done;
+        }
+        if (BUF_LIT(b, "]") < 0 || append_steal(c[C_LINKS], ascii_str(b->p, b->n)) < 0) goto done;
+    } else if (PyList_Append(c[C_LINKS], Py_None) < 0) {
+        goto done;
+    }
+
+    if (needs_tail) {
+        PyObject *result = PyObject_CallFunctionObjArgs(cfg.tail, k->out, attrs_py, events_py ? events_py : Py_None,
+                                                        name_py, start_py, key_hi, key_lo, trace_py, span_py, NULL);
+        if (result == NULL) goto done;
+        Py_DECREF(result);
+    } else {
+        if (PyList_Append(c[C_OPERATION], operation ? operation : Py_None) < 0) goto done;
+        Py_ssize_t n = PyTuple_GET_SIZE(k->plain);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (PyList_Append(PyTuple_GET_ITEM(k->plain, i), Py_None) < 0) goto done;
+    }
+    rc = 0;
+done:
+    slices_free(&w.attrs);
+    slices_free(&w.events);
+    slices_free(&w.links);
+    slices_free(&sub.attrs);
+    Py_XDECREF(attrs_py);
+    Py_XDECREF(events_py);
+    Py_XDECREF(name_py);
+    Py_XDECREF(trace_py);
+    Py_XDECREF(span_py);
+    Py_XDECREF(key_hi);
+    Py_XDECREF(key_lo);
+    Py_XDECREF(start_py);
+    return rc;
+}
+
+/* ---------- resource, scope ---------- */
+
+static int validate_entity_ref(Decoder *d, Slice s, int depth) {
+    if (depth > MAX_DEPTH) return fail(d, "nested too deep");
+    Rd r = {s.p, s.p + s.n};
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (f.num >= 1 && f.num <= 4 && f.wt == 2 && want_string(d, &f) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The resource's attributes as JSON (shared by its spans) and its service.name when a string. */
+static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int depth) {
+    Slices kvs = {NULL, 0, 0};
+    int rc = -1;
+    if (res->seen) {
+        Rd r = {res->s.p, res->s.p + res->s.n};
+        while (r.p < r.end) {
+            Field f;
+            if (rd_field(d, &r, &f, depth) < 0) goto done;
+            if (f.num == 1 && f.wt == 2 && slices_push(&kvs, f.s) < 0) goto done;
+            if (f.num == 3 && f.wt == 2 && validate_entity_ref(d, f.s, depth + 1) < 0) goto done;
+        }
+    }
+    if (read_entries(d, &kvs, scratch, depth + 1) < 0) goto done;
+    d->json.n = 0;
+    if (entries_out(d, scratch, &d->json, NULL) < 0) goto done;
+    Py_XSETREF(k->resource_json, ascii_str(d->json.p, d->json.n));
+    if (k->resource_json == NULL) goto done;
+    PyObject *service = Py_None;
+    for (size_t i = 0; i < scratch->n; i++) {
+        Entry *e = &scratch->v[i];
+        if (e->show && e->key.n == 12 && memcmp(e->key.p, "service.name", 12) == 0) {
+            Value *v = &scratch->v[e->last].value;
+            if (v->kind == V_STRING) {
+                service = PyUnicode_DecodeUTF8((const char *)v->s.p, (Py_ssize_t)v->s.n, NULL);
+                if (service == NULL) goto done;
+                Py_XSETREF(k->service, service);
+            }
+            break;
+        }
+    }
+    if (service == Py_None) Py_XSETREF(k->service, Py_NewRef(Py_None));
+    rc = 0;
+done:
+    slices_free(&kvs);
+    return rc;
+}
+
+static int read_scope(Decoder *d, Sink *k, Acc *scope, Entries *scratch, int depth) {
+    Slices kvs = {NULL, 0, 0};
+    Slice name = {(const uint8_t *)"", 0};
+    int rc = -1;
+    if (scope->seen) {
+        Rd r = {scope->s.p, scope->s.p + scope->s.n};
+        while (r.p < r.end) {
+            Field f;
+            if (rd_field(d, &r, &f, depth) < 0) goto done;
+            if ((f.num == 1 || f.num == 2) && f.wt == 2) {
+                if (want_string(d, &f) < 0) goto done;
+                if (f.num == 1) name = f.s;
+            } else if (f.num == 3 && f.wt == 2 && slices_push(&kvs, f.s) < 0) {
+                goto done;
+            }
+        }
+    }
+    if (read_entries(d, &kvs, scratch, depth + 1) < 0 || entries_out(d, scratch, NULL, NULL) < 0) goto done;
+    Py_XSETREF(k->scope, name.n ? PyUnicode_DecodeUTF8((const char *)name.p, (Py_ssize_t)name.n, NULL)
+                                : Py_NewRef(Py_None));
+    rc = k->scope == NULL ? -1 : 0;
+done:
+    slices_free(&kvs);
+    return rc;
+}
+
+static int read_scope_spans(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
+    Rd r = {s.p, s.p + s.n};
+    Acc scope = {{NULL, 0}, 0};
+    Slices spans = {NULL, 0, 0};
+    int rc = -1;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) goto done;
+        if (f.num == 1 && f.wt == 2 && acc_add(&d->arena, &scope, f.s) < 0) goto done;
+        if (f.num == 2 && f.wt == 2 && slices_push(&spans, f.s) < 0) goto done;
+        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
+    }
+    if (read_scope(d, k, &scope, scratch, depth + 1) < 0) goto done;
+    for (size_t i = 0; i < spans.n; i++)
+        if (add_span(d, k, spans.v[i], scratch, depth + 1) < 0) goto done;
+    rc = 0;
+done:
+    slices_free(&spans);
+    return rc;
+}
+
+static int read_resource_spans(Decoder *d, Sink *k, Slice s, Entries *scratch) {
+    int depth = 1;
+    Rd r = {s.p, s.p + s.n};
+    Acc resource = {{NULL, 0}, 0};
+    Slices scopes = {NULL, 0, 0};
+    int rc = -1;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) goto done;
+        if (f.num == 1 && f.wt == 2 && acc_add(&d->arena, &resource, f.s) < 0) goto done;
+        if (f.num == 2 && f.wt == 2 && slices_push(&scopes, f.s) < 0) goto done;
+        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
+    }
+    if (read_resource(d, k, &resource, scratch, depth + 1) < 0) goto done;
+    for (size_t i = 0; i < scopes.n; i++)
+        if (read_scope_spans(d, k, scopes.v[i], scratch, depth + 1) < 0) goto done;
+    rc = 0;
+done:
+    slices_free(&scopes);
+    return rc;
+}
+
+/* decode(body, base_columns, plain_columns, decoded, errors) -> rejected span count */
+static PyObject *decode(PyObject *self, PyObject *args) {
+    Py_buffer body;
+    PyObject *base, *plain, *out, *errors;
+    if (!cfg.ready) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*O!O!OO!", &body, &PyTuple_Type, &base, &PyTuple_Type, &plain, &out, &PyList_Type,
+                          &errors))
+        return NULL;
+    if (PyTuple_GET_SIZE(base) != N_BASE) {
+        PyBuffer_Release(&body);
+        PyErr_SetString(PyExc_ValueError, "wrong number of base columns");
+        return NULL;
+    }
+    Sink k;
+    memset(&k, 0, sizeof k);
+    for (int i = 0; i < N_BASE; i++) k.base[i] = PyTuple_GET_ITEM(base, i);
+    k.plain = plain;
+    k.out = out;
+    k.errors = errors;
+    Decoder d;
+    memset(&d, 0, sizeof d);
+    Entries scratch = {NULL, 0, 0};
+    int rc = 0;
+    Rd r = {body.buf, (const uint8_t *)body.buf + body.len};
+    while (rc == 0 && r.p < r.end) {
+        Field f;
+        rc = rd_field(&d, &r, &f, 0);
+        if (rc == 0 && f.num == 1 && f.wt == 2) rc = read_resource_spans(&d, &k, f.s, &scratch);
+    }
+    entries_free(&scratch);
+    arena_free(&d.arena);
+    PyMem_Free(d.json.p);
+    Py_XDECREF(k.service);
+    Py_XDECREF(k.resource_json);
+    Py_XDECREF(k.scope);
+    PyBuffer_Release(&body);
+    if (rc < 0) {
+        if (d.error != NULL && !PyErr_Occurred())
+            PyErr_Format(cfg.bad_payload, "not an OTLP ExportTraceServiceRequest in protobuf: %s", d.error);
+        return NULL;
+    }
+    return PyLong_FromLong(k.rejected);
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(bad_payload, tail, kinds, statuses, name_operations, agent_operation, watched_keys)"},
+    {"decode", decode, METH_VARARGS, "decode(body, base_columns, plain_columns, decoded, errors) -> rejected"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_otlp_native", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__otlp_native(void) { return PyModule_Create(&module); }

@@ -22,6 +22,8 @@ class Metrics:
     checkpoint_seconds_sum: float = 0.0
     queue_bytes: int = 0
     queue_capacity_bytes: int = 0
+    # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
+    decoder: str = "python"
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **deltas: float) -> None:
@@ -62,4 +64,6 @@ class Metrics:
         lines = []
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+        lines += ["# HELP lousho_decoder_info the OTLP/protobuf decoder this daemon runs",
+                  "# TYPE lousho_decoder_info gauge", f'lousho_decoder_info{{decoder="{self.decoder}"}} 1']
         return "\n".join(lines) + "\n"

@@ -10,7 +10,9 @@ not built (a source checkout without ``pip install -e .``): the daemon then runs
 
 from __future__ import annotations
 
-from lousho.observe import conventions, normalise
+from collections.abc import Callable
+
+from lousho.observe import conventions, normalise, otlp_decode
 from lousho.observe.otlp_decode import _KINDS, _STATUS, SPAN_FIELDS, BadPayload, Decoded, add_conventions
 
 try:
@@ -51,3 +53,8 @@ def decode_protobuf(body: bytes) -> Decoded:
     out.rejected = _otlp_native.decode(body, tuple(cols[c] for c in BASE_COLUMNS),
                                        tuple(cols[c] for c in PLAIN_COLUMNS), out, out.errors)
     return out
+
+
+def protobuf_decoder() -> Callable[[bytes], Decoded]:
+    """The decoder the daemon runs for OTLP/protobuf (HTTP and gRPC): this one when built, else the reference."""
+    return decode_protobuf if AVAILABLE else otlp_decode.decode_protobuf

@@ -9,14 +9,16 @@
  * json.dumps(separators=(",", ":")) with ensure_ascii, float repr, insertion order (a repeated key keeps
  * its first position and its last value, as a dict does), NaN and infinities as strings.
  *
- * The per-span convention work (normalise.promote, conventions.refine, scores) stays in Python, in one
- * place: a span is handed to the Python tail only when one of its attribute keys is one those read, or it
- * has events, or its name makes it an agent span; every other span's convention columns are NULL but its
- * operation, which comes from its name and is set here.
+ * The convention columns (normalise.promote, conventions.refine, cost, scores) are computed here from the
+ * alias tables otlp_native.py passes at configure(), for the common case: plain alias lookups with values
+ * of the column's type, and the price table asked through conventions.table_price. Any other case (events,
+ * a key refine reads, a number sent as a string, an agent named only by its span name...) hands the span to
+ * otlp_decode.add_conventions, the reference's own code, with its attributes as a dict.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #define MAX_DEPTH 100
@@ -139,6 +141,7 @@ typedef struct {
     Arena arena;
     Buf json;
     const char *error; /* set with the first malformation found */
+    int *slot;         /* key id -> index of its entry in the current span's attributes, or -1 */
 } Decoder;
 
 static int fail(Decoder *d, const char *why) {
@@ -421,12 +424,14 @@ typedef struct {
     Slice key;
     Value value;
     int show;   /* first occurrence of its key */
+    int touched_id; /* scratch: the key ids of a span's attributes, to reset the slot map */
     size_t last; /* index of the last occurrence of its key: the value a dict keeps */
 } Entry;
 
 typedef struct {
     Entry *v;
     size_t n, cap;
+    int deduped;
 } Entries;
 
 static void entries_free(Entries *e) {
@@ -547,6 +552,7 @@ static int key_eq(Slice a, Slice b) { return a.n == b.n && memcmp(a.p, b.p, a.n)
 /* Mark, as a dict built in order would keep them, which entries show and which value each shows. */
 static int dedupe(Entries *a) {
     size_t n = a->n;
+    a->deduped = 1;
     for (size_t i = 0; i < n; i++) {
         a->v[i].show = 1;
         a->v[i].last = i;
@@ -672,7 +678,7 @@ static int value_out(Decoder *d, Value *v, Buf *b, PyObject **py) {
 
 /* Entries of key/value messages, deduplicated, as a JSON object and/or a dict. */
 static int entries_out(Decoder *d, Entries *e, Buf *b, PyObject **py) {
-    if (dedupe(e) < 0) return -1;
+    if (!e->deduped && dedupe(e) < 0) return -1;
     PyObject *dict = NULL;
     if (py) {
         dict = PyDict_New();
@@ -712,7 +718,7 @@ error:
 
 static int kvlist_out(Decoder *d, Slice msg, Buf *b, PyObject **py) {
     Rd r = {msg.p, msg.p + msg.n};
-    Entries e = {NULL, 0, 0};
+    Entries e = {NULL, 0, 0, 0};
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, 0) < 0) goto error;
@@ -731,6 +737,7 @@ error:
 /* Read the KeyValue encodings of one attribute list (already validated as they are read). */
 static int read_entries(Decoder *d, Slices *kvs, Entries *out, int depth) {
     out->n = 0;
+    out->deduped = 0;
     for (size_t i = 0; i < kvs->n; i++) {
         Entry e;
         if (read_kv(d, kvs->v[i], &e, depth) < 0 || entries_push(out, &e) < 0) return -1;
@@ -740,75 +747,144 @@ static int read_entries(Decoder *d, Slices *kvs, Entries *out, int depth) {
 
 /* ---------- module configuration (from otlp_native.py) ---------- */
 
+/* How a promoted column coerces a value (normalise.promote). */
+enum { P_TEXT, P_JSONISH, P_INT, P_FLOAT };
+/* What a key means to this module. */
+enum { K_FALLBACK = 1 };
+#define MAX_ALIASES 8
+#define MAX_PROMOTED 32
+
+typedef struct {
+    int kind;
+    int n;
+    int ids[MAX_ALIASES];
+} Promote;
+
+/* Indices, among the promoted columns, of those the convention step reads. */
+enum { S_AGENT, S_CONVERSATION, S_PROVIDER, S_REQUEST_MODEL, S_RESPONSE_MODEL, S_INPUT_TOKENS, S_OUTPUT_TOKENS,
+       S_COST, N_SPECIAL };
+
 typedef struct {
     PyObject *bad_payload; /* exception class */
-    PyObject *tail;        /* the Python convention step */
+    PyObject *tail;        /* otlp_decode.add_conventions */
+    PyObject *price;       /* conventions.table_price */
     PyObject *kinds;       /* tuple of str */
     PyObject *statuses;    /* tuple of str */
     PyObject *prefixes;    /* tuple of str: operations a span name starts with */
     PyObject *agent_op;    /* "invoke_agent" */
-    Slice *watched;        /* keys the convention step reads */
-    size_t *watched_table;
-    size_t watched_n, watched_size;
-    PyObject *watched_owner; /* keeps the key strings alive */
+    PyObject *reported, *price_table; /* cost_source values */
+    Slice *keys;           /* every key the convention step reads, by id */
+    uint8_t *flags;
+    size_t *table;
+    size_t nkeys, size;
+    int op_key, probe_key;
+    Promote promote[MAX_PROMOTED];
+    int npromote;
+    int special[N_SPECIAL];
+    PyObject *owner;       /* keeps the key strings alive */
     int ready;
 } Config;
 
 static Config cfg;
 
-static int is_watched(Slice key) {
-    if (cfg.watched_n == 0) return 0;
-    size_t slot = (size_t)key_hash(key) & (cfg.watched_size - 1);
-    while (cfg.watched_table[slot] != SIZE_MAX) {
-        if (key_eq(cfg.watched[cfg.watched_table[slot]], key)) return 1;
-        slot = (slot + 1) & (cfg.watched_size - 1);
+/* Spans decoded since import, by path (stats()): what the Python step still costs, measured. */
+static unsigned long long spans_native, spans_python, spans_native_priced;
+
+static int key_id(Slice key) {
+    if (cfg.nkeys == 0) return -1;
+    size_t slot = (size_t)key_hash(key) & (cfg.size - 1);
+    while (cfg.table[slot] != SIZE_MAX) {
+        if (key_eq(cfg.keys[cfg.table[slot]], key)) return (int)cfg.table[slot];
+        slot = (slot + 1) & (cfg.size - 1);
     }
-    return 0;
+    return -1;
 }
 
+static int id_of(PyObject *key) {
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(key, &len);
+    if (s == NULL) return -2;
+    Slice k = {(const uint8_t *)s, (size_t)len};
+    int id = key_id(k);
+    if (id < 0) PyErr_Format(PyExc_ValueError, "key %R is not among the keys", key);
+    return id;
+}
+
+/* configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, price_table,
+ *           keys, fallback_keys, operation_key, probe_key, promote_spec, special) */
 static PyObject *configure(PyObject *self, PyObject *args) {
-    PyObject *bad, *tail, *kinds, *statuses, *prefixes, *agent_op, *watched;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!UO!", &bad, &tail, &PyTuple_Type, &kinds, &PyTuple_Type, &statuses,
-                          &PyTuple_Type, &prefixes, &agent_op, &PyTuple_Type, &watched))
+    PyObject *bad, *tail, *price, *kinds, *statuses, *prefixes, *agent_op, *reported, *price_table, *keys, *fallback,
+        *op_key, *probe_key, *spec, *special;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!UUUO!O!UUO!O!", &bad, &tail, &price, &PyTuple_Type, &kinds, &PyTuple_Type,
+                          &statuses, &PyTuple_Type, &prefixes, &agent_op, &reported, &price_table, &PyTuple_Type,
+                          &keys, &PyTuple_Type, &fallback, &op_key, &probe_key, &PyTuple_Type, &spec,
+                          &PyTuple_Type, &special))
         return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(watched);
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
+    if (PyTuple_GET_SIZE(spec) > MAX_PROMOTED || PyTuple_GET_SIZE(special) != N_SPECIAL) {
+        PyErr_SetString(PyExc_ValueError, "promote_spec or special has the wrong size");
+        return NULL;
+    }
     size_t size = 64;
     while (size < (size_t)n * 2) size *= 2;
-    Slice *keys = PyMem_Malloc(((size_t)n + 1) * sizeof(Slice));
-    size_t *table = PyMem_Malloc(size * sizeof(size_t));
-    if (keys == NULL || table == NULL) {
-        PyMem_Free(keys);
-        PyMem_Free(table);
-        return PyErr_NoMemory();
-    }
-    for (size_t i = 0; i < size; i++) table[i] = SIZE_MAX;
+    PyMem_Free(cfg.keys);
+    PyMem_Free(cfg.table);
+    PyMem_Free(cfg.flags);
+    cfg.ready = 0;
+    cfg.nkeys = 0;
+    cfg.keys = PyMem_Malloc(((size_t)n + 1) * sizeof(Slice));
+    cfg.table = PyMem_Malloc(size * sizeof(size_t));
+    cfg.flags = PyMem_Calloc((size_t)n + 1, 1);
+    if (cfg.keys == NULL || cfg.table == NULL || cfg.flags == NULL) return PyErr_NoMemory();
+    cfg.size = size;
+    for (size_t i = 0; i < size; i++) cfg.table[i] = SIZE_MAX;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(watched, i), &len);
-        if (s == NULL) {
-            PyMem_Free(keys);
-            PyMem_Free(table);
+        const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(keys, i), &len);
+        if (s == NULL) return NULL;
+        cfg.keys[i].p = (const uint8_t *)s;
+        cfg.keys[i].n = (size_t)len;
+        size_t slot = (size_t)key_hash(cfg.keys[i]) & (size - 1);
+        while (cfg.table[slot] != SIZE_MAX) slot = (slot + 1) & (size - 1);
+        cfg.table[slot] = (size_t)i;
+    }
+    cfg.nkeys = (size_t)n;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fallback); i++) {
+        int id = id_of(PyTuple_GET_ITEM(fallback, i));
+        if (id < 0) return NULL;
+        cfg.flags[id] |= K_FALLBACK;
+    }
+    if ((cfg.op_key = id_of(op_key)) < 0 || (cfg.probe_key = id_of(probe_key)) < 0) return NULL;
+    cfg.npromote = (int)PyTuple_GET_SIZE(spec);
+    for (int c = 0; c < cfg.npromote; c++) {
+        PyObject *entry = PyTuple_GET_ITEM(spec, c);
+        PyObject *aliases;
+        if (!PyArg_ParseTuple(entry, "iO!", &cfg.promote[c].kind, &PyTuple_Type, &aliases)) return NULL;
+        if (PyTuple_GET_SIZE(aliases) > MAX_ALIASES) {
+            PyErr_SetString(PyExc_ValueError, "too many aliases");
             return NULL;
         }
-        keys[i].p = (const uint8_t *)s;
-        keys[i].n = (size_t)len;
-        size_t slot = (size_t)key_hash(keys[i]) & (size - 1);
-        while (table[slot] != SIZE_MAX) slot = (slot + 1) & (size - 1);
-        table[slot] = (size_t)i;
+        cfg.promote[c].n = (int)PyTuple_GET_SIZE(aliases);
+        for (int a = 0; a < cfg.promote[c].n; a++)
+            if ((cfg.promote[c].ids[a] = id_of(PyTuple_GET_ITEM(aliases, a))) < 0) return NULL;
     }
-    PyMem_Free(cfg.watched);
-    PyMem_Free(cfg.watched_table);
-    Py_XSETREF(cfg.watched_owner, Py_NewRef(watched));
+    for (int i = 0; i < N_SPECIAL; i++) {
+        cfg.special[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(special, i));
+        if (cfg.special[i] < 0 || cfg.special[i] >= cfg.npromote) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "special index out of range");
+            return NULL;
+        }
+    }
+    Py_XSETREF(cfg.owner, Py_NewRef(keys));
     Py_XSETREF(cfg.bad_payload, Py_NewRef(bad));
     Py_XSETREF(cfg.tail, Py_NewRef(tail));
+    Py_XSETREF(cfg.price, Py_NewRef(price));
     Py_XSETREF(cfg.kinds, Py_NewRef(kinds));
     Py_XSETREF(cfg.statuses, Py_NewRef(statuses));
     Py_XSETREF(cfg.prefixes, Py_NewRef(prefixes));
     Py_XSETREF(cfg.agent_op, Py_NewRef(agent_op));
-    cfg.watched = keys;
-    cfg.watched_table = table;
-    cfg.watched_n = (size_t)n;
-    cfg.watched_size = size;
+    Py_XSETREF(cfg.reported, Py_NewRef(reported));
+    Py_XSETREF(cfg.price_table, Py_NewRef(price_table));
     cfg.ready = 1;
     Py_RETURN_NONE;
 }
@@ -823,7 +899,9 @@ enum {
 
 typedef struct {
     PyObject *base[N_BASE]; /* borrowed lists */
-    PyObject *plain;        /* tuple of lists that get None for a span the tail does not see */
+    PyObject *promoted;     /* tuple of lists, in the order of the promote spec */
+    PyObject *probe, *cost_source;
+    PyObject *nulls;        /* tuple of lists that are None for a span the Python step does not see */
     PyObject *out;          /* the Decoded, handed to the tail */
     PyObject *errors;       /* Decoded.errors */
     long rejected;
@@ -951,6 +1029,90 @@ static PyObject *name_operation(Slice name) {
     return NULL;
 }
 
+/* normalise.promote's coercion of one present value: a new reference, or NULL with *python set when only
+ * the Python step can say (a number in a string, str() of a list). */
+static PyObject *coerce(Decoder *d, int kind, Value *v, int *python) {
+    PyObject *obj, *out;
+    switch (v->kind) {
+    case V_STRING:
+    case V_BYTES:
+        if (kind == P_INT || kind == P_FLOAT) break;
+        obj = NULL;
+        return value_out(d, v, NULL, &obj) < 0 ? NULL : obj;
+    case V_BOOL:
+        if (kind == P_TEXT) return PyUnicode_FromString(v->i ? "True" : "False");
+        if (kind == P_JSONISH) break;
+        return Py_NewRef(Py_None);
+    case V_INT:
+        if (kind == P_JSONISH) break;
+        if (kind == P_FLOAT) return PyFloat_FromDouble((double)v->i);
+        obj = PyLong_FromLongLong(v->i);
+        if (kind == P_INT || obj == NULL) return obj;
+        out = PyObject_Str(obj);
+        Py_DECREF(obj);
+        return out;
+    case V_DOUBLE:
+        if (kind == P_JSONISH) break;
+        if (kind == P_INT) {
+            if (isfinite(v->f) && floor(v->f) == v->f) return PyLong_FromDouble(v->f);
+            return Py_NewRef(Py_None);
+        }
+        obj = PyFloat_FromDouble(v->f);
+        if (kind == P_FLOAT || obj == NULL) return obj;
+        out = PyObject_Str(obj);
+        Py_DECREF(obj);
+        return out;
+    default: /* array, kvlist */
+        if (kind == P_TEXT || kind == P_JSONISH) break;
+        return Py_NewRef(Py_None);
+    }
+    *python = 1;
+    return NULL;
+}
+
+static Value *slot_value(Decoder *d, Entries *e, int id) {
+    int i = d->slot[id];
+    return i < 0 ? NULL : &e->v[e->v[i].last].value;
+}
+
+/* The convention columns of a span with none of the cases that need Python (otlp_decode.add_conventions
+ * gives the same for it): vals[] per promoted column, the operation and probe. Returns 1 when the span needs
+ * the Python step after all, 0 when done, -1 on error. */
+static int fast_conventions(Decoder *d, Entries *e, Slice name, PyObject **vals, PyObject **op, PyObject **probe) {
+    for (int c = 0; c < cfg.npromote; c++) {
+        Promote *p = &cfg.promote[c];
+        for (int a = 0; a < p->n && vals[c] == NULL; a++) {
+            Value *v = slot_value(d, e, p->ids[a]);
+            if (v == NULL || v->kind == V_NONE) continue;
+            int python = 0;
+            vals[c] = coerce(d, p->kind, v, &python);
+            if (python) return 1;
+            if (vals[c] == NULL) return -1;
+        }
+        if (vals[c] == NULL) vals[c] = Py_NewRef(Py_None);
+    }
+    Value *v = slot_value(d, e, cfg.op_key);
+    if (v != NULL && (v->kind == V_STRING || v->kind == V_BYTES) && v->s.n > 0) {
+        if (value_out(d, v, NULL, op) < 0) return -1;
+    } else {
+        PyObject *named = name_operation(name);
+        *op = Py_NewRef(named ? named : Py_None);
+    }
+    v = slot_value(d, e, cfg.probe_key);
+    if (v == NULL || v->kind == V_NONE || v->kind == V_ARRAY || v->kind == V_KVLIST) *probe = Py_NewRef(Py_None);
+    else if (v->kind == V_BOOL || v->kind == V_INT) *probe = PyBool_FromLong(v->i != 0);
+    else if (v->kind == V_DOUBLE) *probe = PyBool_FromLong(v->f != 0.0);
+    else return 1; /* a string: as_bool's words */
+    /* conventions.refine: an agent span named for its agent, a session id sent JSON-quoted. */
+    if (vals[cfg.special[S_AGENT]] == Py_None && *op != Py_None) {
+        int cmp = PyObject_RichCompareBool(*op, cfg.agent_op, Py_EQ);
+        if (cmp != 0) return cmp < 0 ? -1 : 1;
+    }
+    PyObject *session = vals[cfg.special[S_CONVERSATION]];
+    if (session != Py_None && PyUnicode_GET_LENGTH(session) > 0 && PyUnicode_READ_CHAR(session, 0) == '"') return 1;
+    return 0;
+}
+
 static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     SpanWire w;
     memset(&w, 0, sizeof w);
@@ -960,6 +1122,9 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     Sub sub = {0};
     PyObject *attrs_py = NULL, *events_py = NULL, *name_py = NULL, *trace_py = NULL, *span_py = NULL;
     PyObject *key_hi = NULL, *key_lo = NULL, *start_py = NULL;
+    PyObject *vals[MAX_PROMOTED] = {NULL};
+    PyObject *operation = NULL, *probe = NULL;
+    size_t touched = 0;
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, depth) < 0) goto done;
@@ -1007,11 +1172,23 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     }
     Py_DECREF(problem);
 
-    /* Attributes: JSON always, a dict only for the tail. */
-    if (read_entries(d, &w.attrs, scratch, depth + 1) < 0) goto done;
-    PyObject *operation = name_operation(w.name);
-    int needs_tail = w.events.n > 0 || operation == cfg.agent_op;
-    for (size_t i = 0; i < scratch->n && !needs_tail; i++) needs_tail = is_watched(scratch->v[i].key);
+    /* Attributes: JSON always; the convention columns here, or a dict for the Python step. */
+    if (read_entries(d, &w.attrs, scratch, depth + 1) < 0 || dedupe(scratch) < 0) goto done;
+    int needs_tail = w.events.n > 0;
+    for (size_t i = 0; i < scratch->n; i++) {
+        if (!scratch->v[i].show) continue;
+        int id = key_id(scratch->v[i].key);
+        if (id < 0) continue;
+        d->slot[id] = (int)i;
+        scratch->v[touched++].touched_id = id;
+        if (cfg.flags[id] & K_FALLBACK) needs_tail = 1;
+    }
+    if (!needs_tail) {
+        int fast = fast_conventions(d, scratch, w.name, vals, &operation, &probe);
+        if (fast < 0) goto done_slots;
+        needs_tail = fast;
+    }
+    for (size_t i = 0; i < touched; i++) d->slot[scratch->v[i].touched_id] = -1;
     Buf *b = &d->json;
     b->n = 0;
     if (entries_out(d, scratch, b, needs_tail ? &attrs_py : NULL) < 0) goto done;
@@ -1094,18 +1271,47 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     }
 
     if (needs_tail) {
+        spans_python++;
         PyObject *result = PyObject_CallFunctionObjArgs(cfg.tail, k->out, attrs_py, events_py ? events_py : Py_None,
                                                         name_py, start_py, key_hi, key_lo, trace_py, span_py, NULL);
         if (result == NULL) goto done;
         Py_DECREF(result);
     } else {
-        if (PyList_Append(c[C_OPERATION], operation ? operation : Py_None) < 0) goto done;
-        Py_ssize_t n = PyTuple_GET_SIZE(k->plain);
+        /* conventions.refine's cost: reported, else priced from the table when the call has tokens. */
+        PyObject *source = Py_None;
+        PyObject **cost = &vals[cfg.special[S_COST]];
+        if (*cost != Py_None) {
+            source = cfg.reported;
+        } else if (vals[cfg.special[S_INPUT_TOKENS]] != Py_None || vals[cfg.special[S_OUTPUT_TOKENS]] != Py_None) {
+            PyObject *priced = PyObject_CallFunctionObjArgs(
+                cfg.price, vals[cfg.special[S_PROVIDER]], vals[cfg.special[S_RESPONSE_MODEL]],
+                vals[cfg.special[S_REQUEST_MODEL]], vals[cfg.special[S_INPUT_TOKENS]],
+                vals[cfg.special[S_OUTPUT_TOKENS]], Py_None, Py_None, Py_None, start_py, NULL);
+            if (priced == NULL) goto done;
+            Py_SETREF(*cost, priced);
+            if (priced != Py_None) {
+                source = cfg.price_table;
+                spans_native_priced++;
+            }
+        }
+        if (PyList_Append(c[C_OPERATION], operation) < 0 || PyList_Append(k->probe, probe) < 0 ||
+            PyList_Append(k->cost_source, source) < 0)
+            goto done;
+        for (int i = 0; i < cfg.npromote; i++)
+            if (PyList_Append(PyTuple_GET_ITEM(k->promoted, i), vals[i]) < 0) goto done;
+        spans_native++;
+        Py_ssize_t n = PyTuple_GET_SIZE(k->nulls);
         for (Py_ssize_t i = 0; i < n; i++)
-            if (PyList_Append(PyTuple_GET_ITEM(k->plain, i), Py_None) < 0) goto done;
+            if (PyList_Append(PyTuple_GET_ITEM(k->nulls, i), Py_None) < 0) goto done;
     }
     rc = 0;
+    goto done;
+done_slots:
+    for (size_t i = 0; i < touched; i++) d->slot[scratch->v[i].touched_id] = -1;
 done:
+    for (int i = 0; i < MAX_PROMOTED; i++) Py_XDECREF(vals[i]);
+    Py_XDECREF(operation);
+    Py_XDECREF(probe);
     slices_free(&w.attrs);
     slices_free(&w.events);
     slices_free(&w.links);
@@ -1241,31 +1447,41 @@ done:
     return rc;
 }
 
-/* decode(body, base_columns, plain_columns, decoded, errors) -> rejected span count */
+/* decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, decoded, errors) -> rejected */
 static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer body;
-    PyObject *base, *plain, *out, *errors;
+    PyObject *base, *promoted, *probe, *cost_source, *nulls, *out, *errors;
     if (!cfg.ready) {
         PyErr_SetString(PyExc_RuntimeError, "configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*O!O!OO!", &body, &PyTuple_Type, &base, &PyTuple_Type, &plain, &out, &PyList_Type,
-                          &errors))
+    if (!PyArg_ParseTuple(args, "y*O!O!O!O!O!OO!", &body, &PyTuple_Type, &base, &PyTuple_Type, &promoted,
+                          &PyList_Type, &probe, &PyList_Type, &cost_source, &PyTuple_Type, &nulls, &out,
+                          &PyList_Type, &errors))
         return NULL;
-    if (PyTuple_GET_SIZE(base) != N_BASE) {
+    if (PyTuple_GET_SIZE(base) != N_BASE || PyTuple_GET_SIZE(promoted) != cfg.npromote) {
         PyBuffer_Release(&body);
-        PyErr_SetString(PyExc_ValueError, "wrong number of base columns");
+        PyErr_SetString(PyExc_ValueError, "wrong number of columns");
         return NULL;
     }
     Sink k;
     memset(&k, 0, sizeof k);
     for (int i = 0; i < N_BASE; i++) k.base[i] = PyTuple_GET_ITEM(base, i);
-    k.plain = plain;
+    k.promoted = promoted;
+    k.probe = probe;
+    k.cost_source = cost_source;
+    k.nulls = nulls;
     k.out = out;
     k.errors = errors;
     Decoder d;
     memset(&d, 0, sizeof d);
-    Entries scratch = {NULL, 0, 0};
+    d.slot = PyMem_Malloc((cfg.nkeys + 1) * sizeof(int));
+    if (d.slot == NULL) {
+        PyBuffer_Release(&body);
+        return PyErr_NoMemory();
+    }
+    for (size_t i = 0; i < cfg.nkeys; i++) d.slot[i] = -1;
+    Entries scratch = {NULL, 0, 0, 0};
     int rc = 0;
     Rd r = {body.buf, (const uint8_t *)body.buf + body.len};
     while (rc == 0 && r.p < r.end) {
@@ -1275,6 +1491,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     }
     entries_free(&scratch);
     arena_free(&d.arena);
+    PyMem_Free(d.slot);
     PyMem_Free(d.json.p);
     Py_XDECREF(k.service);
     Py_XDECREF(k.resource_json);
@@ -1288,10 +1505,18 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     return PyLong_FromLong(k.rejected);
 }
 
+static PyObject *stats(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{sKsKsK}", "native", spans_native, "python", spans_python, "native_priced",
+                         spans_native_priced);
+}
+
 static PyMethodDef methods[] = {
+    {"stats", stats, METH_NOARGS, "stats() -> spans decoded since import, by the path their conventions took"},
     {"configure", configure, METH_VARARGS,
-     "configure(bad_payload, tail, kinds, statuses, name_operations, agent_operation, watched_keys)"},
-    {"decode", decode, METH_VARARGS, "decode(body, base_columns, plain_columns, decoded, errors) -> rejected"},
+     "configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, "
+     "price_table, keys, fallback_keys, operation_key, probe_key, promote_spec, special)"},
+    {"decode", decode, METH_VARARGS,
+     "decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, decoded, errors) -> rejected"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -90,7 +90,7 @@ _TEXT = st.text(max_size=12) | st.sampled_from([
     '{"messages":[{"role":"assistant","content":"ok"}]}', "\u00e9\U0001f600\x00\x7f\n\"\\",
 ])
 _INT = st.integers(-(2**63), 2**63 - 1) | st.sampled_from([0, 1, -1, 2**53, 120, 30])
-_FLOAT = st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0, 1e16, 5e-324, 0.1, 3.0]) | st.floats()
+_FLOAT = st.sampled_from([math.nan, math.nan, math.nan, math.inf, -math.inf, 0.0, -0.0, 1e16, 5e-324, 0.1, 3.0]) | st.floats()
 
 
 _TEXT_BYTES = _TEXT.map(str.encode)
@@ -136,14 +136,25 @@ _CALL = st.tuples(st.sampled_from(["openai", "anthropic", "x"]), st.sampled_from
     + _kv(9, "gen_ai.usage.input_tokens", vi(3, t[2])) + _kv(9, "gen_ai.usage.output_tokens", vi(3, t[3])))
 
 
+# Keys the decoder maps itself (aliases of promoted columns), and keys nobody reads.
+_PLAIN_KEYS = st.sampled_from([
+    "gen_ai.operation.name", "gen_ai.agent.name", "agent.name", "gen_ai.provider.name", "gen_ai.system",
+    "gen_ai.request.model", "llm.model_name", "gen_ai.response.model", "gen_ai.tool.name", "session.id",
+    "gen_ai.conversation.id", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt",
+    "gen_ai.usage.output_tokens", "lousho.cost.usd", "gen_ai.usage.cost", "error.type", "lousho.run.id",
+    "lousho.case.id", "lousho.probe", "plain.key", "http.method", "",
+])
+
+
 def _attributes(number: int) -> st.SearchStrategy[bytes]:
     key_value = st.tuples(_KEYS, _any_value(), st.booleans()).map(
         lambda t: ld(number, ld(1, t[0].encode()) + (ld(2, t[1]) if t[2] or t[1] else b"")))
     listed = st.lists(key_value, max_size=5).map(b"".join)
     if number != 9:
         return listed
-    return st.tuples(listed, st.sampled_from([False, False, True])).flatmap(
-        lambda t: _CALL.map(lambda call: t[0] + call) if t[1] else st.just(t[0]))
+    plain = st.lists(st.tuples(_PLAIN_KEYS, _scalar()), max_size=6).map(
+        lambda kvs: b"".join(_kv(9, k, v) for k, v in kvs))
+    return st.one_of(listed, plain, st.tuples(plain, _CALL).map(b"".join), st.tuples(_CALL, plain).map(b"".join))
 
 
 def _id(size: int) -> st.SearchStrategy[bytes]:
@@ -153,7 +164,8 @@ def _id(size: int) -> st.SearchStrategy[bytes]:
                      st.binary(max_size=size + 1))
 
 
-_TIME = st.sampled_from([1_780_000_000_000_000_000, 2**63 - 1, 0]) | st.integers(0, 2**64 - 1)
+_VALID_TIME = st.sampled_from([1_780_000_000_000_000_000, 2**63 - 1, 0]) | st.integers(0, 2**63 - 1)
+_TIME = st.one_of(_VALID_TIME, _VALID_TIME, _VALID_TIME, st.integers(0, 2**64 - 1))
 _UNKNOWN = st.sampled_from([b"", vi(99, 5), ld(98, b"\x08\x01"), varint(97 << 3 | 3) + vi(1, 1) + varint(97 << 3 | 4),
                             f64(96, 1), varint(95 << 3 | 5) + b"\x00\x00\x00\x01"])
 
@@ -169,9 +181,9 @@ def _span(draw) -> bytes:
     parts.append(vi(6, draw(st.integers(-(2**31), 2**31 - 1) | st.integers(0, 6))))
     parts += [f64(7, draw(_TIME)), f64(8, draw(_TIME))]
     parts.append(draw(_attributes(9)))
-    for _ in range(draw(st.integers(0, 2))):
-        event_name = draw(st.sampled_from(["gen_ai.evaluation.result", "exception",
-                                           "gen_ai.client.inference.operation.details"]) | _TEXT)
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+        event_name = draw(st.sampled_from(["gen_ai.evaluation.result", "gen_ai.evaluation.result", "exception",
+                                           "gen_ai.client.inference.operation.details", "x"]))
         score = draw(st.sampled_from([b"", _kv(3, "gen_ai.evaluation.score.label", ld(1, b"pass")),
                                       _kv(3, "gen_ai.evaluation.score.value", f64d(4, 0.5)),
                                       _kv(3, "exception.type", ld(1, b"ValueError"))]))
@@ -199,7 +211,7 @@ def generated_bodies(draw) -> bytes:
             name = draw(_BAD_TEXT) if draw(st.integers(0, 7)) == 0 else draw(_TEXT_BYTES)
             scope = ld(1, ld(1, name) + ld(2, b"1.0") + draw(_attributes(3)))
             spans = b"".join(ld(2, draw(_span()) + (draw(_span()) if draw(st.integers(0, 4)) == 0 else b""))
-                             for _ in range(draw(st.integers(0, 3))))
+                             for _ in range(draw(st.sampled_from([1, 2, 3, 0]))))
             scopes += ld(2, scope + spans + ld(3, b"https://schema"))
         body += ld(1, resource + scopes + draw(_UNKNOWN))
     return body
@@ -237,8 +249,13 @@ def test_generated_bodies_decode_the_same():
         if any(v is None for v in decoded.spans["operation"]) and decoded.span_count:
             seen.add("plain")
 
+    before = otlp_native.path_counts()
     sample()
+    after = otlp_native.path_counts()
     assert seen == {"refused", "rejected", "scores", "nan", "cost", "plain"}
+    # Both paths of the convention columns were compared, and priced calls on the native one.
+    assert all(after[path] - before[path] >= 20 for path in ("native", "python")), (before, after)
+    assert after["native_priced"] > before["native_priced"], (before, after)
 
 
 @pytest.mark.parametrize("body", [

@@ -4,8 +4,10 @@ read straight from the wire bytes with no protobuf objects.
 The C module fills the raw columns and the JSON cells, and the convention columns of the common case from
 the alias tables of ``normalise`` (passed at import, so they stay in one place), asking
 ``conventions.table_price`` for a call's cost. A span with anything more (events, a key ``refine`` reads, a
-value only Python coerces) goes to ``otlp_decode.add_conventions``, the reference's own code. ``AVAILABLE`` is False when the extension was
-not built (a source checkout without ``pip install -e .``): the daemon then runs the Python decoder.
+value only Python coerces) goes to ``otlp_decode.add_conventions``, the reference's own code.
+
+``AVAILABLE`` is False when the extension was not built (a source checkout without ``pip install -e .``):
+the daemon then runs the Python decoder.
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ _TEXT = st.text(max_size=12) | st.sampled_from([
     '{"messages":[{"role":"assistant","content":"ok"}]}', "\u00e9\U0001f600\x00\x7f\n\"\\",
 ])
 _INT = st.integers(-(2**63), 2**63 - 1) | st.sampled_from([0, 1, -1, 2**53, 120, 30])
-_FLOAT = st.sampled_from([math.nan, math.nan, math.nan, math.inf, -math.inf, 0.0, -0.0, 1e16, 5e-324, 0.1, 3.0]) | st.floats()
+_FLOAT = st.sampled_from([math.nan, math.nan, math.nan, math.inf, -math.inf, 0.0, -0.0, 1e16, 5e-324, 0.1,
+                          3.0]) | st.floats()
 
 
 _TEXT_BYTES = _TEXT.map(str.encode)

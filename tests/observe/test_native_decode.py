@@ -335,3 +335,17 @@ def test_native_decoder_is_built():
 
 def test_a_body_of_the_reference_fuzz_seed_decodes_the_same():
     assert assert_same(PROTO) != "BadPayload"
+
+
+def test_many_attributes_with_repeated_keys_keep_the_first_position_and_the_last_value():
+    """Past 16 keys the native decoder finds repeats by hashing; the dict the reference builds is the oracle."""
+    keys = [f"k{i % 23}" for i in range(60)] + ["gen_ai.usage.input_tokens", "gen_ai.request.model"] * 3
+    attrs = b"".join(ld(9, ld(1, k.encode()) + ld(2, vi(3, i))) for i, k in enumerate(keys))
+    nested = ld(6, b"".join(ld(1, ld(1, f"n{i % 7}".encode()) + ld(2, ld(1, str(i).encode()))) for i in range(30)))
+    attrs += ld(9, ld(1, b"nested") + ld(2, nested))
+    span = ld(1, b"\x01" * 16) + ld(2, b"\x02" * 8) + ld(5, b"chat x") + attrs
+    body = ld(1, ld(2, ld(2, span)))
+    assert assert_same(body) != "BadPayload"
+    decoded = otlp_native.decode_protobuf(body)
+    assert decoded.spans["input_tokens"] == [64]
+    assert decoded.spans["attributes"][0].startswith('{"k0":46,"k1":47,')

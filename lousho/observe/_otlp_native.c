@@ -11,9 +11,10 @@
  *
  * The convention columns (normalise.promote, conventions.refine, cost, scores) are computed here from the
  * alias tables otlp_native.py passes at configure(), for the common case: plain alias lookups with values
- * of the column's type, and the price table asked through conventions.table_price. Any other case (events,
- * a key refine reads, a number sent as a string, an agent named only by its span name...) hands the span to
- * otlp_decode.add_conventions, the reference's own code, with its attributes as a dict.
+ * of the column's type, the price table asked through conventions.table_price, the type of an exception
+ * event and the score rows of evaluation events. Any other case (a key refine reads, the messages of a span
+ * without a run id, a number sent as a string, an agent named only by its span name...) hands the span to
+ * otlp_decode.add_conventions, the reference's own code, with its attributes and events as dicts.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -750,7 +751,7 @@ static int read_entries(Decoder *d, Slices *kvs, Entries *out, int depth) {
 /* How a promoted column coerces a value (normalise.promote). */
 enum { P_TEXT, P_JSONISH, P_INT, P_FLOAT };
 /* What a key means to this module. */
-enum { K_FALLBACK = 1 };
+enum { K_FALLBACK = 1, K_MESSAGES = 2 };
 #define MAX_ALIASES 8
 #define MAX_PROMOTED 32
 
@@ -762,7 +763,10 @@ typedef struct {
 
 /* Indices, among the promoted columns, of those the convention step reads. */
 enum { S_AGENT, S_CONVERSATION, S_PROVIDER, S_REQUEST_MODEL, S_RESPONSE_MODEL, S_INPUT_TOKENS, S_OUTPUT_TOKENS,
-       S_COST, N_SPECIAL };
+       S_COST, S_ERROR_TYPE, S_RUN_ID, N_SPECIAL };
+/* The score columns, in the order otlp_native.SCORE_COLUMNS passes them. */
+enum { R_KEY_HI, R_KEY_LO, R_SEQ, R_TRACE_ID, R_SPAN_ID, R_RUN_ID, R_NAME, R_VALUE, R_LABEL, R_EXPLANATION,
+       R_FAILED_CHECK, R_PASSED, R_ERROR_TYPE, R_TIME, R_ATTRIBUTES, N_SCORE };
 
 typedef struct {
     PyObject *bad_payload; /* exception class */
@@ -773,6 +777,9 @@ typedef struct {
     PyObject *prefixes;    /* tuple of str: operations a span name starts with */
     PyObject *agent_op;    /* "invoke_agent" */
     PyObject *reported, *price_table; /* cost_source values */
+    Slice evaluation, exception, details; /* event names */
+    PyObject *pass_labels, *fail_labels;  /* frozensets of str */
+    PyObject *event_names;                /* keeps the event name strings alive */
     Slice *keys;           /* every key the convention step reads, by id */
     uint8_t *flags;
     size_t *table;
@@ -811,15 +818,21 @@ static int id_of(PyObject *key) {
 }
 
 /* configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, price_table,
- *           keys, fallback_keys, operation_key, probe_key, promote_spec, special) */
+ *           keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special,
+ *           (evaluation, exception, details event names), pass_labels, fail_labels) */
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *bad, *tail, *price, *kinds, *statuses, *prefixes, *agent_op, *reported, *price_table, *keys, *fallback,
-        *op_key, *probe_key, *spec, *special;
-    if (!PyArg_ParseTuple(args, "OOOO!O!O!UUUO!O!UUO!O!", &bad, &tail, &price, &PyTuple_Type, &kinds, &PyTuple_Type,
-                          &statuses, &PyTuple_Type, &prefixes, &agent_op, &reported, &price_table, &PyTuple_Type,
-                          &keys, &PyTuple_Type, &fallback, &op_key, &probe_key, &PyTuple_Type, &spec,
-                          &PyTuple_Type, &special))
+        *messages, *op_key, *probe_key, *spec, *special, *events, *pass_labels, *fail_labels;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!UUUO!O!O!UUO!O!O!O!O!", &bad, &tail, &price, &PyTuple_Type, &kinds,
+                          &PyTuple_Type, &statuses, &PyTuple_Type, &prefixes, &agent_op, &reported, &price_table,
+                          &PyTuple_Type, &keys, &PyTuple_Type, &fallback, &PyTuple_Type, &messages, &op_key,
+                          &probe_key, &PyTuple_Type, &spec, &PyTuple_Type, &special, &PyTuple_Type, &events,
+                          &PyFrozenSet_Type, &pass_labels, &PyFrozenSet_Type, &fail_labels))
         return NULL;
+    if (PyTuple_GET_SIZE(events) != 3) {
+        PyErr_SetString(PyExc_ValueError, "three event names");
+        return NULL;
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(keys);
     if (PyTuple_GET_SIZE(spec) > MAX_PROMOTED || PyTuple_GET_SIZE(special) != N_SPECIAL) {
         PyErr_SetString(PyExc_ValueError, "promote_spec or special has the wrong size");
@@ -854,7 +867,20 @@ static PyObject *configure(PyObject *self, PyObject *args) {
         if (id < 0) return NULL;
         cfg.flags[id] |= K_FALLBACK;
     }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(messages); i++) {
+        int id = id_of(PyTuple_GET_ITEM(messages, i));
+        if (id < 0) return NULL;
+        cfg.flags[id] |= K_MESSAGES;
+    }
     if ((cfg.op_key = id_of(op_key)) < 0 || (cfg.probe_key = id_of(probe_key)) < 0) return NULL;
+    Slice *names[3] = {&cfg.evaluation, &cfg.exception, &cfg.details};
+    for (int i = 0; i < 3; i++) {
+        Py_ssize_t len;
+        const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(events, i), &len);
+        if (name == NULL) return NULL;
+        names[i]->p = (const uint8_t *)name;
+        names[i]->n = (size_t)len;
+    }
     cfg.npromote = (int)PyTuple_GET_SIZE(spec);
     for (int c = 0; c < cfg.npromote; c++) {
         PyObject *entry = PyTuple_GET_ITEM(spec, c);
@@ -885,6 +911,9 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_XSETREF(cfg.agent_op, Py_NewRef(agent_op));
     Py_XSETREF(cfg.reported, Py_NewRef(reported));
     Py_XSETREF(cfg.price_table, Py_NewRef(price_table));
+    Py_XSETREF(cfg.event_names, Py_NewRef(events));
+    Py_XSETREF(cfg.pass_labels, Py_NewRef(pass_labels));
+    Py_XSETREF(cfg.fail_labels, Py_NewRef(fail_labels));
     cfg.ready = 1;
     Py_RETURN_NONE;
 }
@@ -902,6 +931,7 @@ typedef struct {
     PyObject *promoted;     /* tuple of lists, in the order of the promote spec */
     PyObject *probe, *cost_source;
     PyObject *nulls;        /* tuple of lists that are None for a span the Python step does not see */
+    PyObject *scores[N_SCORE]; /* borrowed lists */
     PyObject *out;          /* the Decoded, handed to the tail */
     PyObject *errors;       /* Decoded.errors */
     long rejected;
@@ -1113,6 +1143,90 @@ static int fast_conventions(Decoder *d, Entries *e, Slice name, PyObject **vals,
     return 0;
 }
 
+/* The value a dict of these entries keeps for ``key``; NULL when absent. */
+static Value *entry_value(Entries *e, Slice key) {
+    for (size_t i = 0; i < e->n; i++)
+        if (e->v[i].show && key_eq(e->v[i].key, key)) return &e->v[e->v[i].last].value;
+    return NULL;
+}
+
+#define LIT(s) ((Slice){(const uint8_t *)(s), sizeof(s) - 1})
+
+static int is_ascii(Slice s) {
+    for (size_t i = 0; i < s.n; i++)
+        if (s.p[i] >= 0x80) return 0;
+    return 1;
+}
+
+/* Whether the Python step is needed for an event (1), or this module can do its part (0). */
+static int event_needs_python(Entries *e, Slice name, int has_run_id) {
+    if (key_eq(name, cfg.details)) return !has_run_id; /* its messages are the span's input and output text */
+    if (!key_eq(name, cfg.evaluation)) return 0;
+    Value *label = entry_value(e, LIT("gen_ai.evaluation.score.label"));
+    if (label && (label->kind == V_STRING || label->kind == V_BYTES) && !is_ascii(label->s)) return 1; /* str.lower */
+    Slice texts[4] = {LIT("lousho.check.failed"), LIT("gen_ai.evaluation.name"), LIT("gen_ai.evaluation.explanation"),
+                      LIT("error.type")};
+    for (int i = 0; i < 4; i++) {
+        Value *v = entry_value(e, texts[i]);
+        if (v && (v->kind == V_ARRAY || v->kind == V_KVLIST)) return 1; /* str() of a list or dict */
+    }
+    return 0;
+}
+
+/* str(value) of a present, non-list value, or None when absent or None (otlp_decode._add_score). */
+static PyObject *text_or_none(Decoder *d, Value *v, int empty_is_none) {
+    if (v == NULL || v->kind == V_NONE) return Py_NewRef(Py_None);
+    if (empty_is_none && (v->kind == V_STRING || v->kind == V_BYTES) && v->s.n == 0) return Py_NewRef(Py_None);
+    int python = 0;
+    return coerce(d, P_TEXT, v, &python);
+}
+
+/* One score row of an evaluation event, whose attributes are ``e`` and their JSON ``json``. */
+static int add_score(Decoder *d, Sink *k, Entries *e, PyObject *json, Py_ssize_t seq, uint64_t time,
+                     PyObject **ids, PyObject *run_id) {
+    PyObject *row[N_SCORE] = {NULL};
+    int rc = -1;
+    Value *label = entry_value(e, LIT("gen_ai.evaluation.score.label"));
+    row[R_LABEL] = (label && (label->kind == V_STRING || label->kind == V_BYTES)) ? text_or_none(d, label, 0)
+                                                                                   : Py_NewRef(Py_None);
+    row[R_FAILED_CHECK] = text_or_none(d, entry_value(e, LIT("lousho.check.failed")), 1);
+    if (row[R_LABEL] == NULL || row[R_FAILED_CHECK] == NULL) goto done;
+    PyObject *passed = Py_None;
+    if (row[R_LABEL] != Py_None) {
+        PyObject *low = PyObject_CallMethod(row[R_LABEL], "lower", NULL);
+        if (low == NULL) goto done;
+        int yes = PySet_Contains(cfg.pass_labels, low), no = yes ? 0 : PySet_Contains(cfg.fail_labels, low);
+        Py_DECREF(low);
+        if (yes < 0 || no < 0) goto done;
+        passed = yes ? Py_True : no ? Py_False : Py_None;
+    }
+    if (row[R_FAILED_CHECK] != Py_None) passed = Py_False;
+    row[R_PASSED] = Py_NewRef(passed);
+    Value *value = entry_value(e, LIT("gen_ai.evaluation.score.value"));
+    row[R_VALUE] = !value ? Py_NewRef(Py_None)
+                   : value->kind == V_INT ? PyFloat_FromDouble((double)value->i)
+                   : value->kind == V_DOUBLE ? PyFloat_FromDouble(value->f) : Py_NewRef(Py_None);
+    row[R_NAME] = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.name")), 0);
+    row[R_EXPLANATION] = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.explanation")), 0);
+    row[R_ERROR_TYPE] = text_or_none(d, entry_value(e, LIT("error.type")), 0);
+    row[R_SEQ] = PyLong_FromSsize_t(seq);
+    row[R_TIME] = PyLong_FromUnsignedLongLong(time);
+    row[R_KEY_HI] = Py_NewRef(ids[0]);
+    row[R_KEY_LO] = Py_NewRef(ids[1]);
+    row[R_TRACE_ID] = Py_NewRef(ids[2]);
+    row[R_SPAN_ID] = Py_NewRef(ids[3]);
+    row[R_RUN_ID] = Py_NewRef(run_id);
+    row[R_ATTRIBUTES] = Py_NewRef(json);
+    for (int i = 0; i < N_SCORE; i++)
+        if (row[i] == NULL) goto done;
+    for (int i = 0; i < N_SCORE; i++)
+        if (PyList_Append(k->scores[i], row[i]) < 0) goto done;
+    rc = 0;
+done:
+    for (int i = 0; i < N_SCORE; i++) Py_XDECREF(row[i]);
+    return rc;
+}
+
 static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     SpanWire w;
     memset(&w, 0, sizeof w);
@@ -1125,6 +1239,7 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     PyObject *vals[MAX_PROMOTED] = {NULL};
     PyObject *operation = NULL, *probe = NULL;
     size_t touched = 0;
+    Entries events_scratch = {NULL, 0, 0, 0};
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, depth) < 0) goto done;
@@ -1174,19 +1289,30 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
 
     /* Attributes: JSON always; the convention columns here, or a dict for the Python step. */
     if (read_entries(d, &w.attrs, scratch, depth + 1) < 0 || dedupe(scratch) < 0) goto done;
-    int needs_tail = w.events.n > 0;
+    int needs_tail = 0, has_messages = 0;
     for (size_t i = 0; i < scratch->n; i++) {
         if (!scratch->v[i].show) continue;
         int id = key_id(scratch->v[i].key);
         if (id < 0) continue;
         d->slot[id] = (int)i;
         scratch->v[touched++].touched_id = id;
-        if (cfg.flags[id] & K_FALLBACK) needs_tail = 1;
+        if (cfg.flags[id] & K_MESSAGES) has_messages = 1;
+        else if (cfg.flags[id] & K_FALLBACK) needs_tail = 1;
     }
     if (!needs_tail) {
         int fast = fast_conventions(d, scratch, w.name, vals, &operation, &probe);
         if (fast < 0) goto done_slots;
         needs_tail = fast;
+    }
+    /* Message keys and events: refine reads the messages only for a span without a run id. */
+    int has_run_id = !needs_tail && vals[cfg.special[S_RUN_ID]] != Py_None;
+    if (!needs_tail && has_messages && !has_run_id) needs_tail = 1;
+    for (size_t i = 0; i < w.events.n && !needs_tail; i++) {
+        if (read_sub(d, w.events.v[i], &sub, 0, depth + 1) < 0 || read_entries(d, &sub.attrs, &events_scratch,
+                                                                               depth + 2) < 0 ||
+            dedupe(&events_scratch) < 0)
+            goto done_slots;
+        needs_tail = event_needs_python(&events_scratch, sub.name, has_run_id);
     }
     for (size_t i = 0; i < touched; i++) d->slot[scratch->v[i].touched_id] = -1;
     Buf *b = &d->json;
@@ -1230,16 +1356,37 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     if (w.events.n) {
         b->n = 0;
         if (BUF_LIT(b, "[") < 0) goto done;
-        events_py = PyList_New(0);
-        if (events_py == NULL) goto done;
+        if (needs_tail && (events_py = PyList_New(0)) == NULL) goto done;
+        PyObject *ids[4] = {key_hi, key_lo, trace_py, span_py};
         for (size_t i = 0; i < w.events.n; i++) {
             PyObject *eattrs = NULL;
             if (read_sub(d, w.events.v[i], &sub, 0, depth + 1) < 0 || read_entries(d, &sub.attrs, scratch, depth + 2) < 0)
                 goto done;
             if ((i && BUF_LIT(b, ",") < 0) || BUF_LIT(b, "{\"name\":") < 0 || json_string(b, sub.name) < 0 ||
-                BUF_LIT(b, ",\"time_ns\":") < 0 || json_uint(b, sub.time) < 0 || BUF_LIT(b, ",\"attributes\":") < 0 ||
-                entries_out(d, scratch, b, &eattrs) < 0 || BUF_LIT(b, "}") < 0)
+                BUF_LIT(b, ",\"time_ns\":") < 0 || json_uint(b, sub.time) < 0 || BUF_LIT(b, ",\"attributes\":") < 0)
                 goto done;
+            size_t attrs_at = b->n;
+            if (entries_out(d, scratch, b, needs_tail ? &eattrs : NULL) < 0 || BUF_LIT(b, "}") < 0) goto done;
+            if (!needs_tail) {
+                /* conventions.refine: the first exception event's type; otlp_decode: a score per evaluation. */
+                PyObject **error_type = &vals[cfg.special[S_ERROR_TYPE]];
+                if (*error_type == Py_None && key_eq(sub.name, cfg.exception)) {
+                    Value *v = entry_value(scratch, LIT("exception.type"));
+                    if (v && (v->kind == V_STRING || v->kind == V_BYTES) && v->s.n) {
+                        PyObject *text = NULL;
+                        if (value_out(d, v, NULL, &text) < 0) goto done;
+                        Py_SETREF(*error_type, text);
+                    }
+                }
+                if (key_eq(sub.name, cfg.evaluation)) {
+                    PyObject *json = ascii_str(b->p + attrs_at, b->n - 1 - attrs_at);
+                    int bad = json == NULL || add_score(d, k, scratch, json, (Py_ssize_t)i, sub.time, ids,
+                                                        vals[cfg.special[S_RUN_ID]]) < 0;
+                    Py_XDECREF(json);
+                    if (bad) goto done;
+                }
+                continue;
+            }
             PyObject *ename = PyUnicode_DecodeUTF8((const char *)sub.name.p, (Py_ssize_t)sub.name.n, NULL);
             PyObject *etime = PyLong_FromUnsignedLongLong(sub.time);
             PyObject *event = (ename && etime) ? Py_BuildValue("{sOsOsO}", "name", ename, "time_ns", etime,
@@ -1316,6 +1463,7 @@ done:
     slices_free(&w.events);
     slices_free(&w.links);
     slices_free(&sub.attrs);
+    entries_free(&events_scratch);
     Py_XDECREF(attrs_py);
     Py_XDECREF(events_py);
     Py_XDECREF(name_py);
@@ -1447,19 +1595,21 @@ done:
     return rc;
 }
 
-/* decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, decoded, errors) -> rejected */
+/* decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, score_columns, decoded, errors)
+ * -> rejected */
 static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer body;
-    PyObject *base, *promoted, *probe, *cost_source, *nulls, *out, *errors;
+    PyObject *base, *promoted, *probe, *cost_source, *nulls, *scores, *out, *errors;
     if (!cfg.ready) {
         PyErr_SetString(PyExc_RuntimeError, "configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*O!O!O!O!O!OO!", &body, &PyTuple_Type, &base, &PyTuple_Type, &promoted,
-                          &PyList_Type, &probe, &PyList_Type, &cost_source, &PyTuple_Type, &nulls, &out,
-                          &PyList_Type, &errors))
+    if (!PyArg_ParseTuple(args, "y*O!O!O!O!O!O!OO!", &body, &PyTuple_Type, &base, &PyTuple_Type, &promoted,
+                          &PyList_Type, &probe, &PyList_Type, &cost_source, &PyTuple_Type, &nulls, &PyTuple_Type,
+                          &scores, &out, &PyList_Type, &errors))
         return NULL;
-    if (PyTuple_GET_SIZE(base) != N_BASE || PyTuple_GET_SIZE(promoted) != cfg.npromote) {
+    if (PyTuple_GET_SIZE(base) != N_BASE || PyTuple_GET_SIZE(promoted) != cfg.npromote ||
+        PyTuple_GET_SIZE(scores) != N_SCORE) {
         PyBuffer_Release(&body);
         PyErr_SetString(PyExc_ValueError, "wrong number of columns");
         return NULL;
@@ -1471,6 +1621,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     k.probe = probe;
     k.cost_source = cost_source;
     k.nulls = nulls;
+    for (int i = 0; i < N_SCORE; i++) k.scores[i] = PyTuple_GET_ITEM(scores, i);
     k.out = out;
     k.errors = errors;
     Decoder d;
@@ -1514,9 +1665,11 @@ static PyMethodDef methods[] = {
     {"stats", stats, METH_NOARGS, "stats() -> spans decoded since import, by the path their conventions took"},
     {"configure", configure, METH_VARARGS,
      "configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, "
-     "price_table, keys, fallback_keys, operation_key, probe_key, promote_spec, special)"},
+     "price_table, keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special, "
+     "event_names, pass_labels, fail_labels)"},
     {"decode", decode, METH_VARARGS,
-     "decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, decoded, errors) -> rejected"},
+     "decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, score_columns, decoded, "
+     "errors) -> rejected"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -84,6 +84,9 @@ _WATCHED = frozenset((*_AGENT_FAMILY, *_REVISION_KEYS, "llm.invocation_parameter
                       *_CALL_ID_KEYS, *_SKILL_KEYS, *_TOKEN_FAMILY, "operation.cost", *_INPUT_FAMILY,
                       *_OUTPUT_FAMILY))
 WATCHED_KEYS = _WATCHED
+# The keys of messages refine reads only for a span without lousho.run.id, and the event carrying them.
+MESSAGE_KEYS = _INPUT_FAMILY | _OUTPUT_FAMILY
+DETAILS_EVENT = _DETAILS_EVENT
 
 
 def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[str, Any]], span_name: str,

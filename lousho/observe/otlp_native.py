@@ -3,8 +3,10 @@ read straight from the wire bytes with no protobuf objects.
 
 The C module fills the raw columns and the JSON cells, and the convention columns of the common case from
 the alias tables of ``normalise`` (passed at import, so they stay in one place), asking
-``conventions.table_price`` for a call's cost. A span with anything more (events, a key ``refine`` reads, a
-value only Python coerces) goes to ``otlp_decode.add_conventions``, the reference's own code.
+``conventions.table_price`` for a call's cost, with the error type of an ``exception`` event and the score
+rows of ``gen_ai.evaluation.result`` events. A span with anything more (a key ``refine`` reads, messages of a
+span without a run id, a value only Python coerces) goes to ``otlp_decode.add_conventions``, the
+reference's own code.
 
 ``AVAILABLE`` is False when the extension was not built (a source checkout without ``pip install -e .``):
 the daemon then runs the Python decoder.
@@ -16,7 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 from lousho.observe import conventions, normalise, otlp_decode
-from lousho.observe.otlp_decode import _KINDS, _STATUS, SPAN_FIELDS, BadPayload, Decoded, add_conventions
+from lousho.observe.otlp_decode import (
+    _FAIL_LABELS,
+    _KINDS,
+    _PASS_LABELS,
+    _STATUS,
+    EVALUATION_EVENT,
+    SCORE_FIELDS,
+    SPAN_FIELDS,
+    BadPayload,
+    Decoded,
+    add_conventions,
+)
 from lousho.observe.schema import PROMOTED_TEXT
 
 try:
@@ -36,7 +49,11 @@ PROMOTED_COLUMNS = (*PROMOTED_TEXT[1:], "input_tokens", "output_tokens", "cost_u
 _TEXT, _JSONISH, _INT, _FLOAT = range(4)
 # Those refine reads, in the order of the C S_* enum.
 _SPECIAL = ("agent_name", "conversation_id", "provider", "request_model", "response_model", "input_tokens",
-            "output_tokens", "cost_usd")
+            "output_tokens", "cost_usd", "error_type", "run_id")
+# The score columns in the order of the C R_* enum.
+SCORE_COLUMNS = ("key_hi", "key_lo", "seq", "trace_id", "span_id", "run_id", "name", "score_value", "score_label",
+                 "explanation", "failed_check", "passed", "error_type", "time_ns", "attributes")
+assert sorted(SCORE_COLUMNS) == sorted(SCORE_FIELDS)
 # NULL for a span the Python step does not see: refine leaves them so when no key it reads is present.
 NULL_COLUMNS = tuple(f for f in SPAN_FIELDS
                      if f not in (*BASE_COLUMNS, *PROMOTED_COLUMNS, "probe", "cost_source"))
@@ -63,8 +80,9 @@ def _configure(native: Any) -> None:
     spec = tuple((_coercion(c), normalise.ALIASES[c]) for c in PROMOTED_COLUMNS)
     native.configure(BadPayload, add_conventions, conventions.table_price, _KINDS, _STATUS, normalise.NAME_PREFIXES,
                      "invoke_agent", "reported", "price-table", tuple(sorted(keys)), fallback_keys(),
-                     normalise.OPERATION_KEYS[0], "lousho.probe", spec,
-                     tuple(PROMOTED_COLUMNS.index(c) for c in _SPECIAL))
+                     tuple(sorted(conventions.MESSAGE_KEYS)), normalise.OPERATION_KEYS[0], "lousho.probe", spec,
+                     tuple(PROMOTED_COLUMNS.index(c) for c in _SPECIAL),
+                     (EVALUATION_EVENT, "exception", conventions.DETAILS_EVENT), _PASS_LABELS, _FAIL_LABELS)
 
 
 if _otlp_native is not None:
@@ -79,7 +97,8 @@ def decode_protobuf(body: bytes) -> Decoded:
     cols = out.spans
     out.rejected = _otlp_native.decode(body, tuple(cols[c] for c in BASE_COLUMNS),
                                        tuple(cols[c] for c in PROMOTED_COLUMNS), cols["probe"], cols["cost_source"],
-                                       tuple(cols[c] for c in NULL_COLUMNS), out, out.errors)
+                                       tuple(cols[c] for c in NULL_COLUMNS),
+                                       tuple(out.scores[c] for c in SCORE_COLUMNS), out, out.errors)
     return out
 
 

@@ -8,8 +8,8 @@ only after the spans are committed), for ``--seconds``. Reported per repeat, med
   in 200 answers over the same time;
 * p50/p99 ack latency per request, 503 answers, the daemon's peak RSS (VmHWM) and CPU use;
 * the limit, measured in the same run on the same bodies and one core: protobuf parsing alone
-  (``ExportTraceServiceRequest.ParseFromString``) and lousho's decoder (``decode_protobuf``), and
-  the daemon's rate as a ratio to each.
+  (``ExportTraceServiceRequest.ParseFromString``), the daemon's decoder (the native one when built) and
+  the Python reference decoder (``otlp_decode.decode_protobuf``), and the daemon's rate as a ratio to each.
 
 ``--peer phoenix`` installs Arize Phoenix into its own venv under ``.lousho/bench/``, runs it on
 loopback with its own SQLite file, sends it the same bodies with the same clients, waits for its
@@ -52,6 +52,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from lousho.observe import otlp_native
 from lousho.observe.otlp_decode import decode_protobuf
 from lousho.observe.process import DaemonProcess, start_daemon
 
@@ -283,7 +284,8 @@ def run_load(
 
 
 def parse_limits(seed: int, spans_per_body: int, min_seconds: float) -> dict[str, float]:
-    """Spans/s of ParseFromString alone and of decode_protobuf, on bodies the clients also send."""
+    """Spans/s of ParseFromString alone, of the daemon's decoder and of the Python reference decoder, on bodies
+    the clients also send."""
     templates = common.templates(TEMPLATES_PER_CLIENT, seed * 100, spans_per_body)
     bodies = [t.stamp() for t in templates for _ in range(8)]
     spans_per_pass = sum(t.span_count for t in templates) * 8
@@ -306,6 +308,7 @@ def parse_limits(seed: int, spans_per_body: int, min_seconds: float) -> dict[str
     return {
         "parse_only_spans_per_s": rate(parse_only),
         "decode_protobuf_spans_per_s": rate(decode_protobuf),
+        "daemon_decoder_spans_per_s": rate(otlp_native.protobuf_decoder()),
         "body_bytes_per_span": sum(len(b) for b in bodies) / spans_per_pass,
     }
 
@@ -325,22 +328,23 @@ def _top_functions(profiler: cProfile.Profile, spans: int, top: int) -> list[dic
 
 
 def profile_inprocess(seed: int, spans_per_body: int, workdir: Path, top: int = 12) -> dict[str, Any]:
-    """The daemon's two stages alone, on one thread: decode_protobuf, and SpanStore.append (the
+    """The daemon's two stages alone, on one thread: its decoder, and SpanStore.append (the
     writer's commit) at several group-commit sizes; plus cProfile's view of each (its overhead
     inflates Python-heavy rows, so read the shares, and the untraced rates for the totals)."""
     from lousho.observe.store import SpanStore
 
+    decode = otlp_native.protobuf_decoder()
     templates = common.templates(TEMPLATES_PER_CLIENT, seed * 100, spans_per_body)
     bodies = [templates[i % len(templates)].stamp() for i in range(96)]
     spans = sum(templates[i % len(templates)].span_count for i in range(96))
     started = time.process_time()
-    decoded = [decode_protobuf(b) for b in bodies]
+    decoded = [decode(b) for b in bodies]
     decode_s = time.process_time() - started
     out: dict[str, Any] = {"spans": spans, "decode_us_per_span": decode_s / spans * 1e6}
     profiler = cProfile.Profile()
     profiler.enable()
     for body in bodies[:32]:
-        decode_protobuf(body)
+        decode(body)
     profiler.disable()
     out["decode_top"] = _top_functions(profiler, spans // 3, top)
     writer: dict[str, Any] = {}
@@ -375,7 +379,8 @@ def profile_inprocess(seed: int, spans_per_body: int, workdir: Path, top: int = 
 
 def print_profile(prof: dict[str, Any]) -> None:
     print(f"  in-process, one thread, {prof['spans']:,} spans:")
-    print(f"    decode_protobuf {prof['decode_us_per_span']:.1f} us/span; under cProfile, own time per span:")
+    print(f"    decode ({otlp_native.NAME}) {prof['decode_us_per_span']:.1f} us/span; under cProfile, "
+          "own time per span:")
     for r in prof["decode_top"]:
         print(f"      {r['own_us_per_span']:6.2f} us  {r['function']}")
     for size, r in prof["append"].items():
@@ -424,6 +429,7 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
 
         load = run_load(daemon.url, args, seed=args.seed + repeat, seconds=args.seconds,
                         headers={"content-type": "application/x-protobuf"}, sample=sample)
+        load_1m = os.getloadavg()[0]  # the machine's load over the last minute, this run included
         stored = int(sql_scalar(daemon.url, "SELECT count(*) FROM spans"))
         scores = int(sql_scalar(daemon.url, "SELECT count(*) FROM scores"))
         metrics = scrape_metrics(daemon.url)
@@ -443,6 +449,7 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
     commits = metrics.get("lousho_commits_total", 0.0)
     return {
         "repeat": repeat,
+        "load_1m": load_1m,
         "elapsed_s": load.elapsed_s,
         "spans_stored": stored,
         "scores_stored": scores,
@@ -714,6 +721,7 @@ def summarise(repeats: list[dict[str, Any]], limits: list[dict[str, float]]) -> 
         med[k] = common.median([x[k] for x in limits])
     med["ratio_to_parse_only"] = med["stored_spans_per_s"] / med["parse_only_spans_per_s"]
     med["ratio_to_decode_protobuf"] = med["stored_spans_per_s"] / med["decode_protobuf_spans_per_s"]
+    med["ratio_to_daemon_decoder"] = med["stored_spans_per_s"] / med["daemon_decoder_spans_per_s"]
     med["ratio_to_goal"] = med["stored_spans_per_s"] / GOAL_SPANS_PER_S
     return med
 
@@ -728,7 +736,7 @@ def print_report(doc: dict[str, Any]) -> None:
         print(f"  repeat {r['repeat']}: {r['stored_spans_per_s']:>10,.0f} spans/s stored "
               f"({r['spans_stored']:,} in {r['elapsed_s']:.1f} s)  p50 {r['ack_p50_ms']:.1f} ms  "
               f"p99 {r['ack_p99_ms']:.1f} ms  503s {r['refused_503']}  "
-              f"RSS {r['daemon_peak_rss_mib']:.0f} MiB")
+              f"RSS {r['daemon_peak_rss_mib']:.0f} MiB  load {r['load_1m']:.2f}")
     rows = [
         ("committed (count(*) / elapsed)", f"{med['stored_spans_per_s']:,.0f} spans/s"),
         ("acked (spans in 200s / elapsed)", f"{med['acked_spans_per_s']:,.0f} spans/s"),
@@ -742,9 +750,11 @@ def print_report(doc: dict[str, Any]) -> None:
         ("group commit", f"{med['spans_per_commit']:,.0f} spans/commit, {med['commit_ms_mean']:.1f} ms mean, "
                          f"writer busy {med['commit_busy_fraction']:.0%}"),
         ("limit: ParseFromString, 1 core", f"{med['parse_only_spans_per_s']:,.0f} spans/s"),
-        ("limit: decode_protobuf, 1 core", f"{med['decode_protobuf_spans_per_s']:,.0f} spans/s"),
+        (f"limit: {doc['decoder']} decoder, 1 core", f"{med['daemon_decoder_spans_per_s']:,.0f} spans/s"),
+        ("limit: Python decode_protobuf, 1 core", f"{med['decode_protobuf_spans_per_s']:,.0f} spans/s"),
         ("daemon / parse-only", f"{med['ratio_to_parse_only']:.3f}"),
-        ("daemon / decode_protobuf", f"{med['ratio_to_decode_protobuf']:.3f}"),
+        (f"daemon / {doc['decoder']} decoder", f"{med['ratio_to_daemon_decoder']:.3f}"),
+        ("daemon / Python decode_protobuf", f"{med['ratio_to_decode_protobuf']:.3f}"),
         (f"daemon / goal ({GOAL_SPANS_PER_S:,} spans/s)", f"{med['ratio_to_goal']:.3f}"),
         ("body size", f"{med['body_bytes_per_span']:.0f} bytes/span"),
     ]
@@ -777,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {
         "benchmark": "ingest", "command": common.reproduce_command(), "clients": args.clients,
         "seconds": args.seconds, "spans_per_body": args.spans_per_body, "goal_spans_per_s": GOAL_SPANS_PER_S,
-        "cpus": os.cpu_count(), "python": sys.version.split()[0],
+        "cpus": os.cpu_count(), "python": sys.version.split()[0], "decoder": otlp_native.NAME,
     }
     repeats: list[dict[str, Any]] = []
     limits: list[dict[str, float]] = []
@@ -785,11 +795,14 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             limits.append(parse_limits(args.seed + repeat, args.spans_per_body, args.parse_seconds))
             common.say(args.json, f"repeat {repeat + 1}/{args.repeats}: parse-only "
-                       f"{limits[-1]['parse_only_spans_per_s']:,.0f} spans/s, decode_protobuf "
-                       f"{limits[-1]['decode_protobuf_spans_per_s']:,.0f} spans/s; daemon ...")
+                       f"{limits[-1]['parse_only_spans_per_s']:,.0f} spans/s, {otlp_native.NAME} decoder "
+                       f"{limits[-1]['daemon_decoder_spans_per_s']:,.0f} spans/s, Python decode_protobuf "
+                       f"{limits[-1]['decode_protobuf_spans_per_s']:,.0f} spans/s; load "
+                       f"{os.getloadavg()[0]:.2f}; daemon ...")
             result = run_lousho(args, repeat, workdir)
             repeats.append(result)
-            common.say(args.json, f"  {result['stored_spans_per_s']:,.0f} spans/s committed")
+            common.say(args.json, f"  {result['stored_spans_per_s']:,.0f} spans/s committed; load "
+                       f"{os.getloadavg()[0]:.2f}")
             if not args.keep:
                 for path in workdir.glob(f"ingest-{repeat}.duckdb*"):
                     path.unlink()

@@ -83,6 +83,10 @@ _OUTPUT_FAMILY = frozenset((*_OUTPUT_KEYS, *_FLAT_OUTPUT_KEYS))
 _WATCHED = frozenset((*_AGENT_FAMILY, *_REVISION_KEYS, "llm.invocation_parameters", *_SESSION_KEYS,
                       *_CALL_ID_KEYS, *_SKILL_KEYS, *_TOKEN_FAMILY, "operation.cost", *_INPUT_FAMILY,
                       *_OUTPUT_FAMILY))
+WATCHED_KEYS = _WATCHED
+# The keys of messages refine reads only for a span without lousho.run.id, and the event carrying them.
+MESSAGE_KEYS = _INPUT_FAMILY | _OUTPUT_FAMILY
+DETAILS_EVENT = _DETAILS_EVENT
 
 
 def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[str, Any]], span_name: str,
@@ -147,13 +151,21 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
         return
     priced = None
     if input_tokens is not None or output_tokens is not None:
-        provider = cols["provider"][-1]
-        models = (cols["response_model"][-1], cols["request_model"][-1])
-        if not cost.known_unpriced(provider, models):
-            priced = cost.price(provider, models, cost.Tokens(input_tokens or 0, output_tokens or 0, cache_read or 0,
-                                                              cache_creation or 0, reasoning or 0), start_ns)
+        priced = table_price(cols["provider"][-1], cols["response_model"][-1], cols["request_model"][-1],
+                             input_tokens, output_tokens, cache_read, cache_creation, reasoning, start_ns)
     cols["cost_usd"][-1] = priced
     cols["cost_source"].append("price-table" if priced is not None else None)
+
+
+def table_price(provider: str | None, response_model: str | None, request_model: str | None,
+                input_tokens: int | None, output_tokens: int | None, cache_read: int | None,
+                cache_creation: int | None, reasoning: int | None, start_ns: int) -> float | None:
+    """The price table's cost of a call that reports none (the native decoder calls this too)."""
+    models = (response_model, request_model)
+    if cost.known_unpriced(provider, models):
+        return None
+    return cost.price(provider, models, cost.Tokens(input_tokens or 0, output_tokens or 0, cache_read or 0,
+                                                    cache_creation or 0, reasoning or 0), start_ns)
 
 
 def inclusive_input(input_tokens: int | None, cache_read: int | None, cache_creation: int | None) -> int | None:

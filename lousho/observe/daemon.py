@@ -25,6 +25,7 @@ from lousho.observe.grpc_server import start_grpc
 from lousho.observe.http_app import build_app
 from lousho.observe.http_protocol import protocol_with_header_timeout
 from lousho.observe.metrics import Metrics
+from lousho.observe.otlp_native import NAME as DECODER
 from lousho.observe.store import SpanStore
 from lousho.observe.trigger import Trigger, TriggerConfig
 from lousho.observe.writer import Writer
@@ -41,7 +42,7 @@ class Listening:
         grpc_part = f" grpc={config.host}:{self.grpc_port}" if self.grpc_port else ""
         return (
             f"lousho observe ready http={config.scheme}://{_url_host(config.host)}:{self.http_port}"
-            f"{grpc_part} db={config.db}"
+            f"{grpc_part} db={config.db} decoder={DECODER}"
         )
 
 
@@ -49,7 +50,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     """Serve until SIGTERM/SIGINT, then drain and return. ``announce`` gets the ready line.
     With registered agents in ``trigger``, the regression trigger watches them meanwhile."""
     config.validate()
-    metrics = Metrics()
+    metrics = Metrics(decoder=DECODER)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged)
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s

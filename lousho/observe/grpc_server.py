@@ -1,7 +1,8 @@
 """OTLP/gRPC: ``TraceService/Export`` on its own port, with the HTTP side's semantics.
 
 The same decoder and writer; a full queue is UNAVAILABLE with a RetryInfo the OTel exporters honour,
-a malformed request INVALID_ARGUMENT, malformed spans a partial success.
+a malformed request INVALID_ARGUMENT, malformed spans a partial success. The method is registered with no
+request deserializer, so the decoder gets the wire bytes (the native one reads them without protobuf objects).
 """
 
 from __future__ import annotations
@@ -12,36 +13,40 @@ from concurrent import futures
 import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from lousho.observe import otlp_native
 from lousho.observe.config import DaemonConfig
 from lousho.observe.errors import bind_error
 from lousho.observe.http_layers import bearer_matches
 from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_decode import decode_request
+from lousho.observe.otlp_decode import BadPayload
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
-class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+
+class _TraceService:
     def __init__(self, config: DaemonConfig, writer: Writer, metrics: Metrics) -> None:
         self._config = config
         self._writer = writer
         self._metrics = metrics
         self._expected = config.token.encode() if config.token else None
+        self._decode = otlp_native.protobuf_decoder()
 
-    def Export(  # noqa: N802 - the generated service's method name
-        self,
-        request: trace_service_pb2.ExportTraceServiceRequest,
-        context: grpc.ServicerContext,
-    ) -> trace_service_pb2.ExportTraceServiceResponse:
+    def export(self, body: bytes, context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
         if self._expected is not None:
             given = dict(context.invocation_metadata()).get("authorization")
             if not bearer_matches(str(given) if given is not None else None, self._expected):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        nbytes = request.ByteSize()
+        nbytes = len(body)
         if not self._writer.has_room(nbytes):
             self._refuse(context)
-        decoded = decode_request(request)
+        try:
+            decoded = self._decode(body)
+        except BadPayload as e:
+            self._metrics.add(requests_bad=1)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self._metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
             future = self._writer.submit(decoded, nbytes)
@@ -89,9 +94,13 @@ def start_grpc(config: DaemonConfig, writer: Writer, metrics: Metrics) -> tuple[
             ("grpc.so_reuseport", 0),
         ],
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
-        _TraceService(config, writer, metrics), server
+    service = _TraceService(config, writer, metrics)
+    handler = grpc.unary_unary_rpc_method_handler(
+        service.export,
+        request_deserializer=None,  # the wire bytes, for the decoder
+        response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,
     )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
     host = config.host if ":" not in config.host else f"[{config.host}]"
     address = f"{host}:{config.grpc_port}"
     _check_free(config.host, config.grpc_port)

@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from lousho.observe import otlp_native
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
 from lousho.observe.errors import ObserveError, SqlBusy, StoreCorrupt
@@ -30,7 +31,7 @@ from lousho.observe.http_layers import (
     error_response_parts,
 )
 from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json, decode_protobuf
+from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json
 from lousho.observe.page import build_page, mount
 from lousho.observe.sql_json import row_keys, rows_json
 from lousho.observe.sql_pool import SqlPool
@@ -51,6 +52,7 @@ def build_app(
     """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them the page
     (``page.py``), with its own token layer, which also accepts a browser's cookie. ``agents``: the
     registered agent directories whose monitor and audit log the page shows."""
+    decode_protobuf = otlp_native.protobuf_decoder()
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type", "")

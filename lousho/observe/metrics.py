@@ -27,6 +27,8 @@ class Metrics:
     queue_capacity_bytes: int = 0
     # Set once the store is found damaged: /healthz answers 503 with it from then on.
     store_damage: StoreCorrupt | None = None
+    # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
+    decoder: str = "python"
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **deltas: float) -> None:
@@ -77,4 +79,6 @@ class Metrics:
         lines = []
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+        lines += ["# HELP lousho_decoder_info the OTLP/protobuf decoder this daemon runs",
+                  "# TYPE lousho_decoder_info gauge", f'lousho_decoder_info{{decoder="{self.decoder}"}} 1']
         return "\n".join(lines) + "\n"

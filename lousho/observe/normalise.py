@@ -78,7 +78,7 @@ _LANGFUSE_TYPE = {
     "embedding": "embeddings",
 }
 _TRACELOOP_KIND = {"workflow": "invoke_workflow", "agent": "invoke_agent", "tool": "execute_tool"}
-_NAME_PREFIXES = (
+NAME_PREFIXES = (
     "chat",
     "text_completion",
     "generate_content",
@@ -89,6 +89,10 @@ _NAME_PREFIXES = (
     "create_agent",
     "retrieval",
 )
+
+# Every attribute key ``operation`` reads (the native decoder hands a span here only when it has one).
+OPERATION_KEYS = ("gen_ai.operation.name", "openinference.span.kind", "langfuse.observation.type",
+                  "traceloop.span.kind")
 
 INT_COLUMNS = frozenset({"input_tokens", "output_tokens"})
 FLOAT_COLUMNS = frozenset({"cost_usd"})
@@ -110,7 +114,7 @@ def operation(attrs: dict[str, Any], span_name: str) -> str | None:
     if isinstance(kind, str) and kind.lower() in _TRACELOOP_KIND:
         return _TRACELOOP_KIND[kind.lower()]
     head = span_name.split(" ", 1)[0]
-    if head in _NAME_PREFIXES:
+    if head in NAME_PREFIXES:
         return head
     return None
 

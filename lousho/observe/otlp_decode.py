@@ -206,14 +206,6 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
     cols["status_message"].append(span.status.message or None)
     cols["service_name"].append(ctx.service_name)
     cols["scope_name"].append(ctx.scope_name)
-    cols["operation"].append(normalise.operation(attrs, span.name))
-    for column in PROMOTED_TEXT[1:]:
-        cols[column].append(normalise.promote(attrs, column))
-    for column in ("input_tokens", "output_tokens", "cost_usd"):
-        value, nulled = normalise.promote_checked(attrs, column)
-        cols[column].append(value)
-        out.nulled += nulled
-    cols["probe"].append(normalise.as_bool(attrs.get("lousho.probe")))
     cols["attributes"].append(_dumps(attrs))
     cols["resource"].append(ctx.resource_json)
     events = [
@@ -234,13 +226,40 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
         for link in span.links
     ]
     cols["links"].append(_dumps(links) if links else None)
-    conventions.refine(cols, attrs, events, span.name, span.start_time_unix_nano)
+    add_conventions(out, attrs, events, span.name, span.start_time_unix_nano, key_hi, key_lo, trace_id, span_id,
+                    span.end_time_unix_nano)
+
+
+def add_conventions(
+    out: Decoded,
+    attrs: dict[str, Any],
+    events: list[dict[str, Any]] | None,
+    name: str,
+    start_ns: int,
+    key_hi: int,
+    key_lo: int,
+    trace_id: str,
+    span_id: str,
+    end_ns: int,
+) -> None:
+    """The columns read from conventions (promoted, refined, cost) and the score rows of the span whose raw
+    columns were just appended. The native decoder calls this too, for the spans it has work for."""
+    events = events or []
+    cols = out.spans
+    cols["operation"].append(normalise.operation(attrs, name))
+    for column in PROMOTED_TEXT[1:]:
+        cols[column].append(normalise.promote(attrs, column))
+    for column in ("input_tokens", "output_tokens", "cost_usd"):
+        value, nulled = normalise.promote_checked(attrs, column)
+        cols[column].append(value)
+        out.nulled += nulled
+    cols["probe"].append(normalise.as_bool(attrs.get("lousho.probe")))
+    conventions.refine(cols, attrs, events, name, start_ns)
     if events:
         run_id = cols["run_id"][-1]
         for seq, event in enumerate(events):
             if event["name"] == EVALUATION_EVENT:
-                _add_score(out, key_hi, key_lo, seq, trace_id, span_id, run_id, event,
-                           span.end_time_unix_nano)
+                _add_score(out, key_hi, key_lo, seq, trace_id, span_id, run_id, event, end_ns)
 
 
 def _add_score(

@@ -26,11 +26,13 @@ def demo(workdir: Path, n_runs: int) -> None:
     from lousho.agent.loop import RunOptions
     from lousho.agent.runner import AgentSetup, open_agent
     from lousho.analysis import cases_from_failures, pass_rates, runs
+    from lousho.demo_tables import cases_table, rates_table
     from lousho.models.config import ModelConfig
     from lousho.models.faults import Fault
     from lousho.models.scripted import ScriptedModelServer
     from lousho.observe import connect
     from lousho.observe.process import start_daemon
+    from lousho.observe.render import print_frame
 
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -72,18 +74,16 @@ def demo(workdir: Path, n_runs: int) -> None:
         _lousho("runs", "--url", daemon.url, "--failed", "--limit", "8")
         store = connect(daemon.url)
         _say("5. pass rate by harness revision (Wilson 95% interval, pass^3, tokens per passing run)")
-        rates = pass_rates(runs(store, agent="ledger"))
-        click.echo(visible(rates, newlines=True))
+        print_frame(rates_table(pass_rates(runs(store, agent="ledger"))))
         _say("6. failed runs of the live revision, grouped into cases (what the improve loop learns from)")
-        cases = cases_from_failures(store, "ledger", recurring_only=True)
-        click.echo(visible(cases.select("case_id", "count", "failed_checks", "run_ids"), newlines=True))
+        print_frame(cases_table(cases_from_failures(store, "ledger", recurring_only=True)))
         _improve_step(agent_dir, daemon.url)
         _self_healing_loop(agent_dir, daemon.url, store_url)
-        _say("10. lousho sql: tokens and tool calls by outcome")
+        _say("10. lousho sql: tokens and tool calls by outcome (unscored: the notes, which the check cannot score)")
         _lousho("sql", "--url", daemon.url,
-                "SELECT status, passed, count(*) AS runs, sum(model_calls) AS model_calls, "
-                "sum(tool_calls) AS tool_calls, sum(input_tokens + output_tokens) AS tokens "
-                "FROM runs GROUP BY ALL ORDER BY ALL")
+                "SELECT status, CASE WHEN passed IS NULL THEN 'unscored' WHEN passed THEN 'pass' ELSE 'fail' END "
+                "AS verdict, count(*) AS runs, sum(model_calls) AS \"model calls\", sum(tool_calls) AS \"tool calls\", "
+                "sum(input_tokens + output_tokens) AS tokens FROM runs GROUP BY ALL ORDER BY ALL")
     finally:
         code = daemon.stop()
     _say(f"11. daemon stopped with SIGTERM: drained, committed, exit code {code}")

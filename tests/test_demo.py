@@ -20,3 +20,33 @@ def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_clean
     assert "exit code 0" in out
     assert (demo_run.dir / "observe.duckdb").exists()
     assert "http://127.0.0.1:4318/" in out and "/agents/ledger" in out  # it ends with where to look
+
+
+def header_rows(out: str) -> list[list[str]]:
+    """The header lines of each rich table in ``out``: those between its top border and the rule below."""
+    tables, current = [], None
+    for line in out.splitlines():
+        if line.startswith("┏"):
+            current = []
+        elif line.startswith("┡") and current is not None:
+            tables.append(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+    return tables
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_the_demo_prints_tables_with_whole_headers_and_decisions_in_words(demo_run):
+    out = demo_run.stdout
+    assert "shape: (" not in out and "╞" not in out  # no raw frame
+    headers = header_rows(out)
+    assert len(headers) >= 5  # pending runs, failed runs, pass rates, cases, the sql answer
+    assert all(len(rows) == 1 for rows in headers), headers  # no header folded onto a second line
+    assert any("┃ revision " in rows[0] and "┃ pass rate " in rows[0] and "┃ 95% interval " in rows[0]
+               for rows in headers)
+    assert any("┃ case " in rows[0] and "┃ failed checks " in rows[0] for rows in headers)
+    assert "watcher tick: kept: " in out and "the edit passes 20 points more than the base" in out
+    assert "drop -" not in out
+    assert "│ unscored " in out  # the runs the check cannot score are named, not a blank cell

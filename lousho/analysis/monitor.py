@@ -159,10 +159,7 @@ def _decision(
     if look is None:
         where = f"no look yet (first at {boundary.looks[0]} runs per side)"
     else:
-        where = (
-            f"look {look} at {runs} runs per side: drop {drop:.3f}, "
-            f"z {z:.2f} vs boundary {bound:.3f}"
-        )
+        where = f"look {look} at {runs} runs per side: {_compared(base_passes, applied_passes, runs, z, bound)}"
     return MonitorDecision(
         action=action,
         reason=_REASONS[action].format(where=where, min_drop=boundary.min_drop, age=config.max_age),
@@ -179,6 +176,20 @@ def _decision(
         false_alarm=float(stopping_probabilities(boundary, p0, p0).sum()),
         power=float(stopping_probabilities(boundary, p0, p1).sum()),
     )
+
+
+def _compared(base_passes: int, applied_passes: int, runs: int, z: float, bound: float) -> str:
+    """The look in words first, numbers after: a negative drop is the edit helping, which as
+    "drop -0.200, z -3.65" reads like a failure."""
+    points = abs(base_passes - applied_passes) * 100 / runs
+    if applied_passes > base_passes:
+        said = f"the edit passes {points:.0f} points more than the base"
+    elif applied_passes < base_passes:
+        said = f"the edit passes {points:.0f} points less than the base"
+    else:
+        said = "the edit passes as often as the base"
+    return (f"{said} ({applied_passes}/{runs} vs {base_passes}/{runs}); "
+            f"regression z = {z:.2f}, rolled back at {bound:.2f} or more")
 
 
 def _design_rates(

@@ -287,8 +287,10 @@ def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: i
 @runs.command("show")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="The run, its spans and scores as JSON.")
+@click.option("--width", type=click.IntRange(min=40), default=None,
+              help="Columns to print in (default: the terminal's, 200 for a pipe).")
 @click.pass_context
-def runs_show(ctx: click.Context, run_id: str, as_json: bool) -> None:
+def runs_show(ctx: click.Context, run_id: str, as_json: bool, width: int | None) -> None:
     """One run: its summary, span tree (every attempt) and scores."""
     store = open_store(**ctx.obj)
     try:
@@ -303,6 +305,7 @@ def runs_show(ctx: click.Context, run_id: str, as_json: bool) -> None:
         spans = store.sql(
             "SELECT trace_id, span_id, parent_span_id, name, operation, status_code, "
             "status_message, start_ns, duration_ns, input_tokens, output_tokens, tool_name, "
+            "coalesce(response_model, request_model) AS model, "
             f"events FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns", [run_id, last])
         scores = store.sql(
             "SELECT trace_id, span_id, name, score_value, score_label, passed, failed_check, "
@@ -317,8 +320,18 @@ def runs_show(ctx: click.Context, run_id: str, as_json: bool) -> None:
         }
         click.echo(json.dumps(doc, sort_keys=True, default=str))
         return
-    print_frame(run.drop("input", "output"), "table", title=f"run {run_id}")
-    table_console().print(_span_tree(spans, scores))
+    _print_run(run, spans, scores, width)
+
+
+def _print_run(run: pl.DataFrame, spans: pl.DataFrame, scores: pl.DataFrame, width: int | None) -> None:
+    from rich.console import Console
+
+    from lousho.observe.run_summary import print_run
+
+    models = list(dict.fromkeys(m for m in spans["model"] if m))
+    console = table_console() if width is None else Console(width=width, highlight=False, markup=False,
+                                                             emoji=False)
+    print_run(console, run.row(0, named=True), models, _span_tree(spans, scores))
 
 
 def _span_tree(spans: pl.DataFrame, scores: pl.DataFrame) -> Tree:

@@ -11,7 +11,7 @@ from lousho.observe.page_agentdir import SHOWN_ENTRIES, AppliedEdit, AuditLog, a
 from lousho.observe.page_data import Reader, monitor_outcomes, pass_rate_bins
 from lousho.observe.page_html import Safe, dl, el, href, join, number, segment, short, table, when
 from lousho.observe.page_monitor import LOOKS, monitor_path
-from lousho.observe.page_svg import RatePoint, legend, monitor_chart, pass_rate_chart
+from lousho.observe.page_svg import RateBin, legend, monitor_chart, pass_rate_chart
 from lousho.observe.trigger import AgentSpec, read_records
 
 _Z95 = 1.959963984540054
@@ -53,27 +53,22 @@ def _pass_rates(reader: Reader, name: str) -> Safe:
     bins = pass_rate_bins(reader, name)
     if not bins:
         return el("p", "No scored runs yet (probe runs of the improve loop are left out).", cls="muted")
-    series: dict[str, list[RatePoint]] = {}
-    totals: dict[str, list[int]] = {}
-    for b in sorted(bins, key=lambda b: (b["first_ns"], b["revision"])):
-        series.setdefault(b["revision"], []).append(
-            RatePoint((b["first_ns"] + b["last_ns"]) // 2, b["passes"], b["scored"]))
-        total = totals.setdefault(b["revision"], [0, 0, b["first_ns"], b["last_ns"]])
-        total[0] += b["passes"]
-        total[1] += b["scored"]
-        total[2], total[3] = min(total[2], b["first_ns"]), max(total[3], b["last_ns"])
-    for points in series.values():
-        points.sort(key=lambda p: p.t_ns)
+    series: dict[str, list[RateBin]] = {}
+    start = 0
+    for b in bins:  # revisions in the order of their first run, each one's bins in run order
+        series.setdefault(b["revision"], []).append(RateBin(start, b["scored"], b["passes"], b["first_ns"],
+                                                            b["last_ns"]))
+        start += b["scored"]
     names = list(series)
     rows = []
-    for revision in names:
-        passes, scored, first, last = totals[revision]
+    for revision, points in series.items():
+        passes, scored = sum(p.passes for p in points), sum(p.scored for p in points)
         low, high = wilson(passes, scored)
         rows.append([el("a", el("code", revision), href=href("/", agent=name, revision=revision)),
                      el("td", number(scored), cls="num"), el("td", number(passes), cls="num"),
                      el("td", f"{passes / scored:.1%}", cls="num"), el("td", f"{low:.1%} – {high:.1%}", cls="num"),
-                     when(first), when(last)])
-    return join([pass_rate_chart(list(series.items())), legend(names),
+                     when(points[0].first_ns), when(points[-1].last_ns)])
+    return join([pass_rate_chart(list(series.items()), start), legend(names),
                  table(["revision", "scored runs", "passed", "pass rate", "95% Wilson", "first run (UTC)",
                         "last run (UTC)"], rows, id="pass-rates")])
 
@@ -85,14 +80,16 @@ def _monitor(reader: Reader, name: str, spec: AgentSpec, audit: AuditLog, edit_l
     if isinstance(watched, str):
         parts.append(el("p", watched, cls="note bad"))
         watched = None
-    chosen: AppliedEdit | None = watched
+    chosen, why = edit_that_matters(watched, edits, kept_revisions(audit))
     if edit_line is not None:
-        chosen = next((e for n, e in edits if n == edit_line), None)
-        if chosen is None:
-            parts.append(el("p", f"Audit line {edit_line} is not an apply; showing the watched edit.", cls="note warn"))
-            chosen = watched
-    elif chosen is None and edits:
-        chosen = edits[-1][1]
+        picked = next((e for n, e in edits if n == edit_line), None)
+        if picked is None:
+            parts.append(el("p", f"Audit line {edit_line} is not an apply; showing {why}.", cls="note warn"))
+        else:
+            chosen, why = picked, f"audit line {edit_line}, as asked"
+    if chosen is not None:
+        parts.append(el("p", "Showing ", el("strong", why), ": ", el("code", chosen.before), " → ",
+                        el("code", chosen.after), cls="note", id="monitor-edit", data_after=chosen.after))
     if chosen is None:
         parts.append(el("p", "No applied edit yet: state.json watches none and the audit log has no apply.",
                         cls="muted"))
@@ -105,6 +102,28 @@ def _monitor(reader: Reader, name: str, spec: AgentSpec, audit: AuditLog, edit_l
         parts.append(el("details", el("summary", f"{len(edits)} applied edit(s) in the audit log"), el("ul", *links),
                         open=True, id="applied-edits"))
     return join(parts)
+
+
+def kept_revisions(audit: AuditLog) -> set[str]:
+    """Revisions the loop kept after watching them (the monitor's keep, or kept unverified at its age)."""
+    return {str(entry.get("revision")) for _, entry in audit.entries
+            if entry is not None and entry.get("action") in ("kept", "kept-unverified")}
+
+
+def edit_that_matters(watched: AppliedEdit | None, edits: list[tuple[int, AppliedEdit]],
+                      kept: set[str]) -> tuple[AppliedEdit | None, str]:
+    """The edit an agent's page shows first, and why: the one the watcher judges now; else the last edit
+    the loop kept (the harness runs on it), not a later edit that was rolled back; else the last applied."""
+    if watched is not None and (watched.status is None or watched.status in _WATCHING):
+        return watched, f"the edit being watched ({watched.status or 'watched'})"
+    last_kept = next((e for _, e in reversed(edits) if e.after in kept), None)
+    if last_kept is not None:
+        return last_kept, "the last kept edit"
+    if watched is not None:
+        return watched, f"the last watched edit ({watched.status})"
+    if edits:
+        return edits[-1][1], "the last applied edit"
+    return None, "no edit"
 
 
 def _edit_path(reader: Reader, name: str, edit: AppliedEdit) -> Safe:

@@ -22,8 +22,8 @@ RUN_COLUMNS = (
     "input_tokens, output_tokens, cost_usd, model_calls, tool_calls, error_type, error_message, probe, "
     "healed_from"
 )
-# Equal-width time bins of the pass-rate chart, over the agent's first to last scored run.
-PASS_RATE_BINS = 40
+# Bins of equal run counts per revision in the pass-rate chart.
+PASS_RATE_BINS = 12
 # A run's span tree stops here; a run with more spans says so.
 MAX_SPANS = 2000
 # The monitor's last look: the base side keeps this many runs before the apply.
@@ -112,9 +112,11 @@ def run_detail(reader: Reader, run_id: str) -> tuple[dict[str, Any] | None, list
 
 
 def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
-    """Scored non-probe runs of ``agent`` by (revision, time bin): scored, passes, first and last start.
+    """Scored non-probe runs of ``agent`` by (revision, run-index bin): scored, passes, first and last start.
 
-    Bins split the agent's first to last scored run into ``PASS_RATE_BINS`` equal widths. Probe runs
+    Each revision's runs, in start order, split into ``PASS_RATE_BINS`` bins of equal run counts (one run
+    a bin when it has fewer); revisions come in the order of their first run. Binning by run index, not
+    by time, keeps two revisions days apart side by side instead of at the chart's two edges. Probe runs
     (the improve loop's own) are not live traffic and stay out, as in analysis' pass rates.
     """
     return reader.rows(
@@ -122,13 +124,17 @@ def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
         WITH r AS (
             SELECT harness_revision, passed, started_ns FROM ({runs_select('agent_name = ?')})
             WHERE agent = ? AND NOT probe AND passed IS NOT NULL AND harness_revision IS NOT NULL
-        ), span AS (SELECT min(started_ns) AS lo, max(started_ns) AS hi FROM r)
-        SELECT harness_revision AS revision,
-            least((started_ns - lo) * ? // greatest(hi - lo, 1), ? - 1)::BIGINT AS bin,
+        ), numbered AS (
+            SELECT *, row_number() OVER (PARTITION BY harness_revision ORDER BY started_ns) - 1 AS i,
+                count(*) OVER (PARTITION BY harness_revision) AS n,
+                min(started_ns) OVER (PARTITION BY harness_revision) AS revision_first_ns
+            FROM r
+        )
+        SELECT harness_revision AS revision, (i * ? // n)::BIGINT AS bin,
             count(*) AS scored, sum(passed::INTEGER)::BIGINT AS passes,
-            min(started_ns) AS first_ns, max(started_ns) AS last_ns, any_value(lo) AS lo, any_value(hi) AS hi
-        FROM r, span GROUP BY ALL ORDER BY bin, revision
-        """, [agent, agent, PASS_RATE_BINS, PASS_RATE_BINS])
+            min(started_ns) AS first_ns, max(started_ns) AS last_ns, any_value(revision_first_ns) AS revision_first_ns
+        FROM numbered GROUP BY ALL ORDER BY revision_first_ns, revision, bin
+        """, [agent, agent, PASS_RATE_BINS])
 
 
 def monitor_outcomes(reader: Reader, agent: str, before: str, after: str,

@@ -1,4 +1,4 @@
-"""Inline SVG charts for the page: pass rate by revision over time, the monitor's z path, span bars.
+"""Inline SVG charts for the page: pass rate by revision run after run, the monitor's z path, span bars.
 
 Plain SVG with presentation attributes (no ``style``, no script), so the page's CSP holds; every
 label goes through ``esc``. Hover text is an SVG ``<title>``, which browsers show without script.
@@ -18,10 +18,14 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 16, 14, 40
 
 
 @dataclass(frozen=True)
-class RatePoint:
-    t_ns: int
-    passes: int
+class RateBin:
+    """Runs ``start`` to ``start + scored`` in the chart's run order (revision after revision)."""
+
+    start: int
     scored: int
+    passes: int
+    first_ns: int
+    last_ns: int
 
     @property
     def rate(self) -> float:
@@ -41,14 +45,14 @@ def _text(x: float, y: float, text: str, anchor: str = "middle", **attrs: object
     return el("text", text, x=f"{x:.1f}", y=f"{y:.1f}", text_anchor=anchor, **attrs)
 
 
-def pass_rate_chart(series: Sequence[tuple[str, Sequence[RatePoint]]]) -> Safe:
-    """One coloured line per revision (in ``series`` order): pass rate of the runs in each time bin."""
-    times = [p.t_ns for _, points in series for p in points]
-    lo, hi = min(times), max(times)
+def pass_rate_chart(series: Sequence[tuple[str, Sequence[RateBin]]], total: int) -> Safe:
+    """One coloured line per revision, side by side in the order of their first run: the pass rate of
+    each bin of runs, placed by run index (``total`` runs across). Placing by time would leave the
+    revisions as dots at the two edges of an empty middle when they ran minutes or days apart."""
     plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
 
-    def x(t: int) -> float:
-        return _LEFT + (plot_w * (t - lo) / (hi - lo) if hi > lo else plot_w / 2)
+    def x(index: float) -> float:
+        return _LEFT + plot_w * index / max(total, 1)
 
     def y(rate: float) -> float:
         return _TOP + plot_h * (1 - rate)
@@ -57,19 +61,23 @@ def pass_rate_chart(series: Sequence[tuple[str, Sequence[RatePoint]]]) -> Safe:
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(_line(_LEFT, y(tick), _W - _RIGHT, y(tick), "#dde1ea"))
         parts.append(_text(_LEFT - 6, y(tick) + 4, f"{tick:.0%}", "end"))
-    for t, anchor in ((lo, "start"), (hi, "end")):
-        parts.append(_text(x(t), _H - _BOTTOM + 16, when(t)[:19] + " UTC", anchor))
-    parts.append(_text(_LEFT + plot_w / 2, _H - 6, "run start (runs binned in time); pass rate of scored runs"))
+    parts.append(_text(_LEFT + plot_w / 2, _H - 6, "scored runs in start order, revision after revision; "
+                                                   "pass rate of each bin of runs"))
     for i, (revision, points) in enumerate(series):
         color = COLORS[i % len(COLORS)]
-        coords = " ".join(f"{x(p.t_ns):.1f},{y(p.rate):.1f}" for p in points)
+        first = points[0]
+        parts.append(_line(x(first.start), _TOP, x(first.start), _H - _BOTTOM, "#9aa3b5", stroke_dasharray="3 3"))
+        parts.append(_text(x(first.start) + 4, _H - _BOTTOM + 16, f"{revision[:10]} · {when(first.first_ns)[:16]}",
+                           "start", fill=color))
+        coords = " ".join(f"{x(p.start + p.scored / 2):.1f},{y(p.rate):.1f}" for p in points)
         if len(points) > 1:
             parts.append(el("polyline", points=coords, fill="none", stroke=color, stroke_width=1.5))
         for p in points:
-            hover = f"{revision} · {when(p.t_ns)[:19]} · {p.passes}/{p.scored} passed ({p.rate:.0%})"
-            parts.append(el("circle", el("title", hover), cx=f"{x(p.t_ns):.1f}", cy=f"{y(p.rate):.1f}",
+            hover = (f"{revision} · runs {p.start + 1}–{p.start + p.scored} · {when(p.first_ns)[:19]} to "
+                     f"{when(p.last_ns)[:19]} · {p.passes}/{p.scored} passed ({p.rate:.0%})")
+            parts.append(el("circle", el("title", hover), cx=f"{x(p.start + p.scored / 2):.1f}", cy=f"{y(p.rate):.1f}",
                             r=3.5, fill=color, data_revision=revision))
-    return _frame(_W, _H, "pass rate by harness revision over time", *parts)
+    return _frame(_W, _H, "pass rate by harness revision, by run", *parts)
 
 
 def monitor_chart(path: MonitorPath) -> Safe:

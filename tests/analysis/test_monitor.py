@@ -163,3 +163,12 @@ def test_decisions_on_simulated_runs_agree_with_the_exact_dp() -> None:
     exact = stopping_probabilities(SEED.boundary, p0, p1)
     for p_exact, p_sim in zip(exact.cumsum(), looks_hit.cumsum() / replicates, strict=True):
         assert abs(p_sim - p_exact) <= 4 * math.sqrt(p_exact * (1 - p_exact) / replicates)
+
+
+def test_the_reason_says_in_words_which_side_passes_more_before_the_numbers() -> None:
+    helped = decide(SEED, runs(14, 6), runs(18, 2), DAY)
+    assert "the edit passes 20 points more than the base (18/20 vs 14/20)" in helped.reason
+    assert "drop -" not in helped.reason
+    hurt = decide(SEED, runs(20, 0), runs(16, 4), DAY)
+    assert "the edit passes 20 points less than the base (16/20 vs 20/20)" in hurt.reason
+    assert "regression z = 2.11, rolled back at 2.10 or more" in hurt.reason

@@ -25,7 +25,8 @@ from lousho.analysis.stats import pooled_z
 from lousho.improve import audit
 from lousho.improve.state import Paths
 from lousho.observe.export import instrument, record_score
-from lousho.observe.page_agentdir import read_audit
+from lousho.observe.page_agent import edit_that_matters
+from lousho.observe.page_agentdir import AppliedEdit, read_audit
 from lousho.observe.page_monitor import LOOKS, monitor_path
 from lousho.observe.page_recover import BadRecoverStore, parse_store_url
 from lousho.observe.process import DaemonProcess, start_daemon
@@ -280,7 +281,8 @@ def test_an_agent_page_shows_pass_rates_the_monitor_path_and_a_verified_audit_lo
     rates = body[body.index('id="pass-rates"'):]
     assert re.search(r"rev-base</code></a></td><td class=\"num\">30</td><td class=\"num\">30</td>", rates)
     assert re.search(r"rev-after</code></a></td><td class=\"num\">25</td><td class=\"num\">15</td>", rates)
-    assert "<svg" in body and "pass rate by harness revision over time" in body
+    assert "<svg" in body and "pass rate by harness revision, by run" in body
+    assert "the edit being watched (monitoring)" in body  # state.json's watched edit, under watch
     # Base 20/20 against applied 11/20 at the first look: drop 0.45, z = 3.55 >= 2.1.
     assert "roll back at the look at 20 runs per side" in body
     looks = body[body.index('id="monitor-looks"'):]
@@ -392,3 +394,15 @@ def test_the_audit_verdict_agrees_with_improves_verify(tmp_path):
         assert (name == "intact") == ours.ok
     (tmp_path / "intact" / ".lousho" / "audit.head.json").unlink()
     assert not read_audit(tmp_path / "intact" / ".lousho").verdict.ok
+
+
+def test_the_monitor_shows_the_watched_edit_else_the_last_kept_one_not_a_rolled_back_one():
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    fix = AppliedEdit("rev-1", "rev-2", at, None, None, "audit line 3")
+    planted = AppliedEdit("rev-2", "rev-3", at, None, None, "audit line 9")
+    rolled_back = AppliedEdit("rev-2", "rev-3", at, "rolled-back", "corpus guard", "state.json")
+    edits = [(3, fix), (9, planted)]
+    assert edit_that_matters(rolled_back, edits, {"rev-2"}) == (fix, "the last kept edit")
+    watching = AppliedEdit("rev-2", "rev-3", at, "monitoring", None, "state.json")
+    assert edit_that_matters(watching, edits, {"rev-2"})[0] is watching
+    assert edit_that_matters(None, edits, set()) == (planted, "the last applied edit")

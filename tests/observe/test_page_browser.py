@@ -10,6 +10,7 @@ test never skips: without the browser or the ``playwright`` package it fails and
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +53,7 @@ def _sync_playwright():
 @pytest.mark.system
 @pytest.mark.slow
 def test_a_browser_filters_failed_runs_opens_one_and_finds_its_span_tree_and_score(
-    demo_daemon: DaemonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    demo_daemon: DaemonProcess, demo_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
 ):
     sync_playwright = _sync_playwright()
     monkeypatch.setenv("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -99,6 +100,20 @@ def test_a_browser_filters_failed_runs_opens_one_and_finds_its_span_tree_and_sco
             page.click("dl a[href='/agents/ledger']")
             page.wait_for_url("**/agents/ledger")
             assert "chain verifies" in page.locator("#audit-verdict").inner_text()
+            # The monitor shows the edit that matters now: the demo's kept fix, not the planted edit it rolled back.
+            kept = re.search(r"the harness is back at (\w+) \(the kept edit\)", demo_run.stdout)[1]
+            shown = page.locator("#monitor-edit")
+            assert shown.get_attribute("data-after") == kept and "the last kept edit" in shown.inner_text()
+            assert "keep" in page.locator("#monitor-conclusion").inner_text()
+            assert page.locator("#applied-edits li").count() == 2  # the others are listed
+            # The pass-rate chart by run: both revisions side by side, no empty stretch between them.
+            points = page.eval_on_selector_all(
+                "svg.chart circle[data-revision]", "els => els.map(e => [e.dataset.revision, +e.getAttribute('cx')])")
+            assert len({revision for revision, _ in points}) >= 2
+            xs = sorted(x for _, x in points)
+            assert max(b - a for a, b in zip(xs, xs[1:], strict=False)) < 0.1 * (xs[-1] - xs[0]), xs
+            page.locator("svg.chart").first.screenshot(path=str(shots / "agent-pass-rate.png"))
+            page.screenshot(path=str(shots / "agent-monitor.png"), full_page=True)
             page.locator("#applied-edits a").first.click()  # the first applied edit of the audit log
             page.wait_for_url("**/agents/ledger?edit=*")
             assert page.locator("#monitor-conclusion").count() == 1
@@ -113,8 +128,9 @@ def test_a_browser_filters_failed_runs_opens_one_and_finds_its_span_tree_and_sco
     # The CSP held and nothing it blocked was needed; nothing was fetched from anywhere but the daemon.
     assert problems == []
     assert requests and all(url.startswith(base + "/") for url in requests), requests
-    for shot in ("runs-failed.png", "run.png", "agent.png", "recovery.png"):
+    for shot in ("runs-failed.png", "run.png", "agent-monitor.png", "agent.png", "recovery.png"):
         assert (shots / shot).stat().st_size > 10_000
+    assert (shots / "agent-pass-rate.png").stat().st_size > 5_000
     artefacts = os.environ.get("LOUSHO_ARTEFACTS")
     if artefacts:
         shutil.copytree(shots, Path(artefacts) / "page-browser", dirs_exist_ok=True)

@@ -115,7 +115,6 @@ class ChatClient:
 
 
 def _sdk_client(parts: urllib.parse.SplitResult, api_key: str | None, timeout: float) -> Any:
-    import httpx
     import openai
 
     query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
@@ -127,7 +126,8 @@ def _sdk_client(parts: urllib.parse.SplitResult, api_key: str | None, timeout: f
         base_url=parts._replace(query="", fragment="").geturl(),
         default_query=query or None,
         max_retries=0,
-        timeout=httpx.Timeout(timeout),
+        # A plain number: the SDK's HTTP package differs between its major versions (httpx, then httpx2).
+        timeout=float(timeout),
     )
 
 

@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lousho.observe.page_html import COLORS, Safe, el, join, when
-from lousho.observe.page_monitor import BOUNDARY_Z, LOOKS, MonitorPath
+from lousho.page.html import COLORS, Safe, el, join, when
+from lousho.page.monitor import BOUNDARY_Z, LOOKS, MonitorPath
 
 _W, _H = 760, 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 16, 14, 40

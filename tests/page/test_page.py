@@ -25,11 +25,11 @@ from lousho.analysis.stats import pooled_z
 from lousho.improve import audit
 from lousho.improve.state import Paths
 from lousho.observe.export import instrument, record_score
-from lousho.observe.page_agent import edit_that_matters
-from lousho.observe.page_agentdir import AppliedEdit, read_audit
-from lousho.observe.page_monitor import LOOKS, monitor_path
-from lousho.observe.page_recover import BadRecoverStore, parse_store_url
 from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.page.agent import edit_that_matters
+from lousho.page.agentdir import AppliedEdit, read_audit
+from lousho.page.monitor import LOOKS, monitor_path
+from lousho.page.recover import BadRecoverStore, parse_store_url
 from lousho.recover import durable
 from lousho.recover.store import open as open_run_store
 

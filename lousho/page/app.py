@@ -10,7 +10,7 @@ elsewhere (the CSP says so too). Routes, all GET:
   audit log with its chain verdict;
 - ``/recovery``: the run store of ``--recover-store``: pending and quarantined runs, the outage breaker.
 
-The token: see ``page_auth`` (the bearer header, or ``?token=`` once, which sets a cookie).
+The token: see ``page.auth`` (the bearer header, or ``?token=`` once, which sets a cookie).
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from lousho.observe.empty_runs import HAS_RUN_SQL, explain
 from lousho.observe.errors import ObserveError
-from lousho.observe.page_agent import render_agent
-from lousho.observe.page_auth import PageToken, SecurityHeaders
-from lousho.observe.page_data import Reader, agent_names, agents, newest_runs, revisions, run_detail
-from lousho.observe.page_html import (
+from lousho.observe.trigger import AgentSpec
+from lousho.page.agent import render_agent
+from lousho.page.auth import PageToken, SecurityHeaders
+from lousho.page.data import Reader, agent_names, agents, newest_runs, revisions, run_detail
+from lousho.page.html import (
     CSS,
     CSS_PATH,
     Safe,
@@ -50,10 +51,9 @@ from lousho.observe.page_html import (
     void,
     when,
 )
-from lousho.observe.page_recover import RecoveryState, read_state
-from lousho.observe.page_run import render_run
-from lousho.observe.page_sessions import newest_sessions, render_sessions
-from lousho.observe.trigger import AgentSpec
+from lousho.page.recover import RecoveryState, read_state
+from lousho.page.run import render_run
+from lousho.page.sessions import newest_sessions, render_sessions
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -63,18 +63,6 @@ _PREFIXES = ("/runs/", "/agents/")
 
 def is_page_path(path: str) -> bool:
     return path in _EXACT or path.startswith(_PREFIXES)
-
-
-def mount(api: ASGIApp, page: ASGIApp) -> ASGIApp:
-    """One app: the page's paths go to ``page``, everything else to ``api`` (with its own token layer)."""
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and is_page_path(scope.get("path", "")):
-            await page(scope, receive, send)
-        else:
-            await api(scope, receive, send)
-
-    return app
 
 
 def build_page(

@@ -7,12 +7,12 @@ import json
 import math
 from typing import Any
 
-from lousho.observe.page_agentdir import SHOWN_ENTRIES, AppliedEdit, AuditLog, applied_edits, read_audit, watched_edit
-from lousho.observe.page_data import Reader, monitor_outcomes, pass_rate_bins
-from lousho.observe.page_html import Safe, dl, el, href, join, number, segment, short, table, when
-from lousho.observe.page_monitor import LOOKS, monitor_path
-from lousho.observe.page_svg import RateBin, legend, monitor_chart, pass_rate_chart
 from lousho.observe.trigger import AgentSpec, read_records
+from lousho.page.agentdir import SHOWN_ENTRIES, AppliedEdit, AuditLog, applied_edits, read_audit, watched_edit
+from lousho.page.data import Reader, monitor_outcomes, pass_rate_bins
+from lousho.page.html import Safe, dl, el, href, join, number, segment, short, table, when
+from lousho.page.monitor import LOOKS, monitor_path
+from lousho.page.svg import RateBin, legend, monitor_chart, pass_rate_chart
 
 _Z95 = 1.959963984540054
 # The watched edit's statuses while the watcher still judges it (improve's cycle: "still under watch").

@@ -31,7 +31,6 @@ from starlette.types import ASGIApp
 from lousho.observe.empty_runs import HAS_RUN_SQL, explain
 from lousho.observe.errors import ObserveError
 from lousho.observe.trigger import AgentSpec
-from lousho.page.agent import render_agent
 from lousho.page.auth import PageToken, SecurityHeaders
 from lousho.page.data import Reader, agent_names, agents, newest_runs, revisions, run_detail
 from lousho.page.html import (
@@ -145,6 +144,9 @@ def build_page(
         name = request.path_params["name"]
         edit = request.query_params.get("edit", "")
         edit_line = int(edit) if edit.isdigit() and len(edit) < 12 else None
+        # Here, not at the top: the agent page reads analysis (SciPy), which the daemon need not load to start.
+        from lousho.page.agent import render_agent
+
         return await with_reader(lambda reader: HTMLResponse(
             layout(f"agent {name}", render_agent(reader, name, registered.get(name), edit_line), active="/agents")))
 

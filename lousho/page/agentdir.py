@@ -28,10 +28,10 @@ class AuditLog:
 def watched_edit(state_dir: Path) -> AppliedEdit | str | None:
     """The watched edit of ``state.json``; a string saying what is wrong; None when there is none."""
     path = state_dir / "state.json"
+    if not path.exists():  # no loop has run here yet
+        return None
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
     except (OSError, ValueError) as e:
         return f"{path.name} cannot be read: {e}"
     watched = state.get("watched") if isinstance(state, dict) else None

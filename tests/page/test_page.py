@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import re
 import urllib.parse
 from collections.abc import Iterator
@@ -20,13 +19,10 @@ from daemon_support import get, post
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from lousho.analysis.monitor import MonitorConfig, decide
-from lousho.analysis.monitor_path import MonitorPath
 from lousho.analysis.stats import pooled_z
 from lousho.improve import audit
 from lousho.improve.applied_edit import AppliedEdit
 from lousho.improve.state import Paths
-from lousho.monitor_rule import LOOKS
 from lousho.observe.export import instrument, record_score
 from lousho.observe.process import DaemonProcess, start_daemon
 from lousho.page.agent import edit_that_matters
@@ -352,26 +348,6 @@ def test_the_daemon_refuses_a_postgres_recover_store_as_a_usage_error(tmp_path):
     assert "LOUSHO_OBSERVE_BAD_RECOVER_STORE" in result.stdout + result.stderr
     assert "secret" not in result.stdout + result.stderr
     assert not (tmp_path / "o.duckdb").exists()
-
-
-def test_the_monitor_path_decides_as_analysis_monitor_does_at_every_look():
-    rng = random.Random(9)
-    config = MonitorConfig()
-    for _ in range(400):
-        p_base, p_applied = rng.choice([0.9, 0.8, 0.5]), rng.choice([0.95, 0.8, 0.6, 0.3])
-        base = [rng.random() < p_base for _ in range(rng.randrange(0, 61))]
-        applied = [rng.random() < p_applied for _ in range(rng.randrange(0, 70))]
-        path = MonitorPath(tuple(base), tuple(applied))
-        decision = decide(config, base, applied, timedelta(0))
-        crossed = next((p for p in path.at_looks() if p.crosses), None)
-        if decision.action == "rollback":
-            assert crossed is not None and crossed.n == decision.runs
-        else:
-            assert crossed is None
-            assert (decision.action == "keep") == path.conclusion().startswith("keep")
-        for point in path.points:
-            assert point.z == pytest.approx(pooled_z(point.base_passes, point.n, point.applied_passes, point.n))
-    assert LOOKS == config.looks
 
 
 def test_the_audit_verdict_agrees_with_improves_verify(tmp_path):

@@ -15,7 +15,7 @@ from lousho.errors import LoushoError, UsageError
 
 # name -> "module:attribute"
 COMMANDS = {
-    "observe": "lousho.observe.cli:observe",
+    "observe": "lousho.page.cli:observe",  # the daemon with its page (observe cannot import it)
     "sql": "lousho.observe.cli:sql",
     "runs": "lousho.observe.cli:runs",
     "sessions": "lousho.observe.sessions_cli:sessions",

@@ -28,18 +28,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr, ndtri
 
+from lousho import monitor_rule
 from lousho.analysis import _checks, _normal
 from lousho.analysis._names import RULES
 from lousho.analysis.errors import BadInputError, BoundaryError
 from lousho.analysis.stats import pooled_z_arrays
 
-# The seeds' numbers (seed §4.3): looks at 20, 40, 60 runs per side; drop > 0.05 and z >= 2.1.
-SEED_LOOKS = (20, 40, 60)
-SEED_Z = 2.1
-SEED_MIN_DROP = 0.05
-# Comparisons on a lattice of counts: absorb float noise so "z >= 2.1" and "drop > 0.05" mean
-# exactly what they say when a count lands on the boundary.
-_EPS = 1e-9
+# The seeds' numbers (seed §4.3), defined once for analysis, the daemon's trigger and the page.
+SEED_LOOKS = monitor_rule.LOOKS
+SEED_Z = monitor_rule.Z
+SEED_MIN_DROP = monitor_rule.MIN_DROP
+_EPS = monitor_rule.EPS
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,8 @@ class Boundary:
     def stops(self, look: int, base_passes: ArrayLike, applied_passes: ArrayLike) -> NDArray[np.bool_]:
         """Whether the counts at look index ``look`` (both sides at ``looks[look]`` runs) roll back.
 
-        The monitor and the exact DP both call this, so they cannot disagree on the region.
+        The monitor and the exact DP both call this, so they cannot disagree on the region; it is
+        ``monitor_rule.rolls_back`` over arrays of counts, at this boundary's z.
         """
         n = self.looks[look]
         xb = np.asarray(base_passes, dtype=float)

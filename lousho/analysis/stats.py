@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import bdtrc, comb, gammaln, ndtri, xlog1py, xlogy
 
+from lousho import monitor_rule
 from lousho.analysis import _checks
 from lousho.analysis.errors import BadInputError
 
@@ -45,16 +46,13 @@ def pooled_z(base_passes: int, base_runs: int, applied_passes: int, applied_runs
     """
     _checks.counts(base_passes, base_runs)
     _checks.counts(applied_passes, applied_runs)
-    z = pooled_z_arrays(
-        np.asarray(base_passes), base_runs, np.asarray(applied_passes), applied_runs
-    )
-    return float(z)
+    return monitor_rule.pooled_z(base_passes, base_runs, applied_passes, applied_runs)
 
 
 def pooled_z_arrays(
     base_passes: ArrayLike, base_runs: ArrayLike, applied_passes: ArrayLike, applied_runs: ArrayLike
 ) -> NDArray[np.float64]:
-    """Vectorised ``pooled_z`` (no argument checks): the DP and the monitor share this formula."""
+    """``monitor_rule.pooled_z`` over arrays (no argument checks): the DP and the monitor share it."""
     xb = np.asarray(base_passes, dtype=float)
     xa = np.asarray(applied_passes, dtype=float)
     nb = np.asarray(base_runs, dtype=float)

@@ -104,6 +104,12 @@ def entries(paths: Paths) -> list[dict[str, Any]]:
     return result
 
 
+def numbered_entries(paths: Paths) -> list[tuple[int, dict[str, Any] | None]]:
+    """Every line as (line number, entry), None for a line that is not a JSON object: for a reader that shows
+    a damaged log (next to ``verify``'s verdict) rather than refuse it, as ``entries`` does."""
+    return [(number, _parse(raw)) for number, raw in enumerate(_lines(paths.audit)[0], 1)]
+
+
 def verify(paths: Paths) -> AuditVerdict:
     """Check the chain line by line, then the last line against the head. Reports the first problem."""
     lines, terminated = _lines(paths.audit)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import polars as pl
@@ -19,6 +22,15 @@ from lousho.observe.errors import DaemonUnreachable, RunNotFound, SqlTruncated, 
 from lousho.observe.render import print_frame, print_table, table_console
 from lousho.observe.runs_view import newest_runs_queries, runs_select
 from lousho.observe.safe_text import safe_text
+
+if TYPE_CHECKING:
+    from lousho.observe.http_app import PageFactory
+    from lousho.observe.trigger import AgentSpec
+
+# Builds the web page from the daemon's settings, the registered agents and --recover-store (raw: the
+# page parses it with the recover part's parser). Observe imports no other part (DESIGN §1), so the
+# entry point passes this in (``with_page``).
+PageMaker = Callable[[DaemonConfig, "tuple[AgentSpec, ...]", "str | None"], "PageFactory"]
 
 DEFAULT_URL = "http://127.0.0.1:4318"
 DEFAULT_DB = Path(".lousho/observe.duckdb")
@@ -91,10 +103,10 @@ def observe(
     queue_mib: float, sql_timeout: float, sql_workers: int, commit_delay: float, agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
     model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
+    make_page: PageMaker | None = None,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
-    from lousho.observe.page_recover import parse_store_url
     from lousho.observe.trigger import CycleModels, TriggerConfig, parse_agents, validate_agent
 
     # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
@@ -113,10 +125,17 @@ def observe(
         body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
         max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
-        # Absolute: the page reads it on request, whatever the working directory is then.
-        recover_store=parse_store_url(recover_store).resolve() if recover_store else None,
     )
-    serve(config, announce=lambda line: click.echo(line), trigger=trigger)
+    # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
+    page = make_page(config, specs, recover_store) if make_page is not None else None
+    serve(config, announce=lambda line: click.echo(line), trigger=trigger, page=page)
+
+
+def with_page(make_page: PageMaker) -> click.Command:
+    """``lousho observe`` with the page ``make_page`` builds; the command itself, options and help, is unchanged."""
+    command = copy.copy(observe)
+    command.callback = functools.partial(observe.callback, make_page=make_page)  # type: ignore[arg-type]
+    return command
 
 
 def _check_model_urls(models: Any) -> None:

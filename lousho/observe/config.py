@@ -31,8 +31,6 @@ class DaemonConfig:
     sql_workers: int = 4
     # A pause before each commit; a fault point to show backpressure, 0 in real use.
     commit_delay_s: float = 0.0
-    # The recover part's SQLite run store the page shows (pending, quarantined, outage); None: not shown.
-    recover_store: Path | None = None
     # Slow clients: a connection must send its whole request head within header_timeout_s and its
     # whole body within body_timeout_s; SIGTERM cancels requests still running after shutdown_timeout_s.
     header_timeout_s: float = 10.0

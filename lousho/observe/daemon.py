@@ -22,7 +22,7 @@ import uvicorn
 from lousho.observe.config import DaemonConfig
 from lousho.observe.errors import bind_error
 from lousho.observe.grpc_server import start_grpc
-from lousho.observe.http_app import build_app
+from lousho.observe.http_app import PageFactory, build_app
 from lousho.observe.http_protocol import protocol_with_header_timeout
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_native import NAME as DECODER
@@ -46,9 +46,11 @@ class Listening:
         )
 
 
-def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = None) -> None:
+def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = None,
+          page: PageFactory | None = None) -> None:
     """Serve until SIGTERM/SIGINT, then drain and return. ``announce`` gets the ready line.
-    With registered agents in ``trigger``, the regression trigger watches them meanwhile."""
+    With registered agents in ``trigger``, the regression trigger watches them meanwhile; ``page``
+    builds the app served beside the API (the CLI passes the web page's)."""
     config.validate()
     metrics = Metrics(decoder=DECODER)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged)
@@ -69,7 +71,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             watcher.start()
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)
-        app = build_app(config, writer, metrics, store.reader, agents=trigger.agents if trigger else ())
+        app = build_app(config, writer, metrics, store.reader, page=page(store.reader) if page else None)
         server = _Server(
             uvicorn.Config(
                 app,

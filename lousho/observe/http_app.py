@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -16,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lousho.observe import otlp_native
 from lousho.observe import sql as sql_api
@@ -32,14 +33,25 @@ from lousho.observe.http_layers import (
 )
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json
-from lousho.observe.page import build_page, mount
 from lousho.observe.sql_json import row_keys, rows_json
 from lousho.observe.sql_pool import SqlPool
-from lousho.observe.trigger import AgentSpec
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
+@dataclass(frozen=True)
+class Mounted:
+    """An app served beside the API on the same port (the page): the paths ``owns`` accepts go to ``app``,
+    which brings its own token check; every other path goes to the API."""
+
+    app: ASGIApp
+    owns: Callable[[str], bool]
+
+
+# Builds the mounted app once the store exists: it gets the store's factory of read-only connections.
+PageFactory = Callable[[Callable[[], duckdb.DuckDBPyConnection]], Mounted]
 
 
 def build_app(
@@ -47,11 +59,10 @@ def build_app(
     writer: Writer,
     metrics: Metrics,
     reader_factory: Any,
-    agents: Sequence[AgentSpec] = (),
+    page: Mounted | None = None,
 ) -> ASGIApp:
-    """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them the page
-    (``page.py``), with its own token layer, which also accepts a browser's cookie. ``agents``: the
-    registered agent directories whose monitor and audit log the page shows."""
+    """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them ``page``
+    (the web page, which the CLI builds: observe imports no other part), with its own token layer."""
     decode_protobuf = otlp_native.protobuf_decoder()
 
     async def traces(request: Request) -> Response:
@@ -155,10 +166,22 @@ def build_app(
     app = BodyLimit(app, config.max_body_bytes, budget=writer, timeout_s=config.body_timeout_s,
                     retry_after_s=config.retry_after_s,
                     on_refused=lambda: metrics.add(requests_refused_full=1))
-    page = build_page(reader_factory, token=config.token, agents_registered=agents,
-                      recover_store=config.recover_store, sql_timeout_s=config.sql_timeout_s)
-    return HostGuard(mount(BearerToken(app, config.token), page), bind_host=config.host,
-                     allowed_hosts=config.allowed_hosts)
+    app = BearerToken(app, config.token)
+    if page is not None:
+        app = _beside(app, page)
+    return HostGuard(app, bind_host=config.host, allowed_hosts=config.allowed_hosts)
+
+
+def _beside(api: ASGIApp, page: Mounted) -> ASGIApp:
+    """One app: the page's paths go to the page, everything else to ``api`` (with its own token layer)."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and page.owns(scope.get("path", "")):
+            await page.app(scope, receive, send)
+        else:
+            await api(scope, receive, send)
+
+    return app
 
 
 def _export_response(base_type: str, decoded: Decoded) -> Response:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 import subprocess
@@ -42,19 +41,17 @@ from typing import Any
 
 import duckdb
 
+from lousho import monitor_rule
 from lousho.errors import UsageError
 from lousho.observe import sql as sql_api
 from lousho.observe.runs_view import runs_select
 
 logger = logging.getLogger(__name__)
 
-# The seeds' monitor numbers (seed §4.3): 20 runs per side, a drop over 0.05 at z >= 2.1.
-WINDOW = 20
-MIN_DROP = 0.05
-Z_MIN = 2.1
-# Counts sit on a lattice: absorb float noise so "drop > 0.05" and "z >= 2.1" mean exactly that at
-# the boundary (1.00 - 0.95 is 0.0500000000000000444 in floats), as analysis' boundaries do.
-_EPS = 1e-9
+# The seeds' monitor numbers (seed §4.3): the first look's 20 runs per side, a drop over 0.05 at z >= 2.1.
+WINDOW = monitor_rule.LOOKS[0]
+MIN_DROP = monitor_rule.MIN_DROP
+Z_MIN = monitor_rule.Z
 # A cycle still running when the daemon stops gets this long to exit after SIGTERM before SIGKILL.
 _CYCLE_STOP_S = 10.0
 # Retries of a cycle that failed before its step: the wait doubles up to this (the recover loop's cap).
@@ -224,12 +221,10 @@ def judge(outcomes: Sequence[bool], *, window: int = WINDOW, min_drop: float = M
         return None
     before = sum(bool(o) for o in outcomes[-2 * window:-window])
     recent = sum(bool(o) for o in outcomes[-window:])
-    pooled = (before + recent) / (2 * window)
-    se = math.sqrt(pooled * (1 - pooled) * (2 / window))
-    z = (before - recent) / window / se if se > 0 else None
-    drop = (before - recent) / window
-    regressed = z is not None and drop > min_drop + _EPS and z >= z_min - _EPS
-    return Window(window, before, recent, z, regressed)
+    # Both windows all pass or all fail: z is undefined (the rule reads it as 0, no evidence of a drop).
+    z = None if before + recent in (0, 2 * window) else monitor_rule.pooled_z(before, window, recent, window)
+    return Window(window, before, recent, z, monitor_rule.rolls_back(before, recent, window, z=z_min,
+                                                                     min_drop=min_drop))
 
 
 def cycle_command(agent: AgentSpec, observe_url: str | None = None, models: CycleModels | None = None) -> list[str]:

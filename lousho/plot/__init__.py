@@ -8,8 +8,9 @@ from __future__ import annotations
 from lousho._lazy import lazy_exports
 
 _EXPORTS = {
-    "AppliedEdit": "lousho.plot.edits",
-    "MonitorPath": "lousho.plot.monitor_plot",
+    "AppliedEdit": "lousho.improve.applied_edit",
+    "EditMonitor": "lousho.plot.monitor_plot",
+    "MonitorPath": "lousho.analysis.monitor_path",
     "applied_edit": "lousho.plot.edits",
     "draw_monitor": "lousho.plot.monitor_plot",
     "draw_pass_rates": "lousho.plot.pass_rate_plot",

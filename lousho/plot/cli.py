@@ -56,7 +56,7 @@ def monitor(agent_dir: Path, out: Path, observe: str | None, db: Path | None, to
     config = MonitorConfig(rule=rule, max_age=max_age)
     store = _monitor_store(observe, db, token)
     try:
-        path = monitor_path(store, agent, edit, config)
+        monitor = monitor_path(store, agent, edit, config)
     except NoRuns as e:
         judged = [r for r in judged_revisions(agent_dir) if r != edit.after]
         if revision is None and judged:
@@ -65,8 +65,8 @@ def monitor(agent_dir: Path, out: Path, observe: str | None, db: Path | None, to
         raise
     finally:
         store.close()
-    save(draw_monitor(path), out)
-    click.echo(f"wrote {out}: {path.decision.action}: {path.decision.reason}")
+    save(draw_monitor(monitor), out)
+    click.echo(f"wrote {out}: {monitor.decision.action}: {monitor.decision.reason}")
 
 
 @plot.command("pass-rate")

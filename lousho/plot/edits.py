@@ -6,28 +6,12 @@ and never written, so a plot can run next to a live watcher.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
+from lousho.improve.applied_edit import AppliedEdit
 from lousho.improve.audit import entries
 from lousho.improve.state import Paths, load_state, parse_iso
 from lousho.plot.errors import NoWatchedEdit
-
-
-@dataclass(frozen=True)
-class AppliedEdit:
-    """An edit as the monitor sees it: the base revision, the applied one, and when it was applied.
-
-    ``status`` is the loop's word for it (monitoring, kept, kept-unverified, rolled-back) when it
-    comes from ``state.json``; ``None`` when it comes from the audit log, which records the apply only.
-    """
-
-    before: str
-    after: str
-    applied_at: datetime
-    status: str | None
-    source: str
 
 
 def watched_edit(agent_dir: Path) -> AppliedEdit:
@@ -42,7 +26,7 @@ def watched_edit(agent_dir: Path) -> AppliedEdit:
         raise NoWatchedEdit(f"{paths.state}: the watched edit ({watched.get('status', '?')}) has no "
                             f"{', '.join(missing)}: it was never applied")
     return AppliedEdit(str(watched["before"]), str(watched["after"]), parse_iso(str(watched["applied_at"])),
-                       watched.get("status"), str(paths.state))
+                       status=watched.get("status"), reason=None, source=str(paths.state))
 
 
 def applied_edit(agent_dir: Path, revision: str) -> AppliedEdit:
@@ -53,7 +37,8 @@ def applied_edit(agent_dir: Path, revision: str) -> AppliedEdit:
         known = ", ".join(sorted({str(e.get("after")) for e in _audit(paths) if e.get("action") == "apply"})) or "none"
         raise NoWatchedEdit(f"{paths.audit}: no apply of revision {revision!r} (applied revisions: {known})")
     last = applies[-1]
-    return AppliedEdit(str(last["before"]), str(last["after"]), parse_iso(str(last["at"])), None, str(paths.audit))
+    return AppliedEdit(str(last["before"]), str(last["after"]), parse_iso(str(last["at"])), status=None, reason=None,
+                       source=str(paths.audit))
 
 
 def judged_revisions(agent_dir: Path) -> list[str]:

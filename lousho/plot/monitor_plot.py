@@ -13,49 +13,30 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from numpy.typing import NDArray
 
 from lousho.analysis.live_monitor import Monitor
 from lousho.analysis.monitor import MonitorConfig, MonitorDecision, decide
-from lousho.analysis.stats import pooled_z_arrays
+from lousho.analysis.monitor_path import MonitorPath
+from lousho.improve.applied_edit import AppliedEdit
 from lousho.observe.client import StoreClient
 from lousho.plot._canvas import new_figure
-from lousho.plot.edits import AppliedEdit
 from lousho.plot.errors import NoRuns
 
 BASE, APPLIED, BOUNDARY, DECISION = "#4c72b0", "#dd8452", "#c44e52", "#333333"
 
 
 @dataclass(frozen=True)
-class MonitorPath:
-    """The runs the monitor reads for ``edit`` and its decision on them, as of ``now``.
-
-    ``base`` and ``applied`` are pass/fail in time order, exactly as ``Monitor.outcomes`` gives them:
-    probe and unscored runs left out, the base capped at the last look's runs before the apply.
-    """
+class EditMonitor:
+    """The monitor on one applied edit of ``agent``: its path and its decision on those runs, as of a moment."""
 
     agent: str
     edit: AppliedEdit
-    config: MonitorConfig
-    base: tuple[bool, ...]
-    applied: tuple[bool, ...]
+    path: MonitorPath
     decision: MonitorDecision
-
-    @property
-    def paired(self) -> int:
-        """Run counts both sides have reached: the z path's length."""
-        return min(len(self.base), len(self.applied))
-
-    def z(self) -> NDArray[np.float64]:
-        """The pooled z (base minus applied) on cumulative counts at n = 1 .. ``paired`` runs per side."""
-        n = np.arange(1, self.paired + 1)
-        base = np.cumsum(self.base[: self.paired])
-        applied = np.cumsum(self.applied[: self.paired])
-        return pooled_z_arrays(base, n, applied, n)
 
 
 def monitor_path(store: StoreClient, agent: str, edit: AppliedEdit, config: MonitorConfig | None = None,
-                 now: datetime | None = None) -> MonitorPath:
+                 now: datetime | None = None) -> EditMonitor:
     """Read both sides once and decide on them; NoRuns when a side has no scored live run."""
     config = config or MonitorConfig()
     monitor = Monitor(store, agent, edit.before, edit.after, edit.applied_at, config)
@@ -67,17 +48,18 @@ def monitor_path(store: StoreClient, agent: str, edit: AppliedEdit, config: Moni
     # A clock behind the apply time (another machine's watcher) reads as "just applied", not as an error.
     since_apply = max((now or datetime.now(UTC)) - edit.applied_at, timedelta(0))
     decision = decide(config, base, applied, since_apply)
-    return MonitorPath(agent, edit, config, tuple(base), tuple(applied), decision)
+    return EditMonitor(agent, edit, MonitorPath(tuple(base), tuple(applied), config), decision)
 
 
-def draw_monitor(path: MonitorPath) -> Figure:
+def draw_monitor(monitor: EditMonitor) -> Figure:
     figure, (rates, zs) = new_figure(8.0, 6.5, rows=2)
+    path = monitor.path
     boundary = path.config.boundary
     for axes in (rates, zs):
         for look in boundary.looks:
             axes.axvline(look, color="#bbbbbb", linewidth=0.8, linestyle=":", zorder=0)
         axes.grid(alpha=0.3)
-    _draw_rates(rates, path)
+    _draw_rates(rates, monitor)
     z = path.z()
     n = np.arange(1, path.paired + 1)
     zs.axhline(0.0, color="#888888", linewidth=0.8)
@@ -91,25 +73,25 @@ def draw_monitor(path: MonitorPath) -> Figure:
     if reached:
         at = np.array([boundary.looks[k] for k in reached])
         zs.scatter(at, z[at - 1], color=DECISION, zorder=3, label="z at a look")
-    if path.decision.action == "rollback" and path.decision.runs:
-        zs.scatter([path.decision.runs], [path.decision.z], marker="X", s=120, color=BOUNDARY, zorder=4,
+    if monitor.decision.action == "rollback" and monitor.decision.runs:
+        zs.scatter([monitor.decision.runs], [monitor.decision.z], marker="X", s=120, color=BOUNDARY, zorder=4,
                    label="rolled back")
     zs.set_xlabel("runs per side")
     zs.set_ylabel("pooled z")
     zs.set_xlim(0, max(boundary.looks[-1], path.paired) + 2)
     zs.legend(loc="best", fontsize="small")
-    d = path.decision
-    figure.suptitle(f"{path.agent}: {path.edit.before[:12]} → {path.edit.after[:12]}"
-                    f" ({path.edit.status or 'applied ' + path.edit.applied_at.strftime('%Y-%m-%d %H:%M UTC')})\n"
+    d, edit = monitor.decision, monitor.edit
+    figure.suptitle(f"{monitor.agent}: {edit.before[:12]} → {edit.after[:12]}"
+                    f" ({edit.status or 'applied ' + edit.applied_at.strftime('%Y-%m-%d %H:%M UTC')})\n"
                     f"{d.action}: {d.reason}\n"
                     f"exact false rollback {d.false_alarm:.3f}, power {d.power:.3f} "
                     f"(base pass rate {d.p0:.2f}, applied {d.p1:.2f})", fontsize="medium")
     return figure
 
 
-def _draw_rates(axes: Axes, path: MonitorPath) -> None:
-    for runs, colour, name, revision in ((path.base, BASE, "base", path.edit.before),
-                                         (path.applied, APPLIED, "applied", path.edit.after)):
+def _draw_rates(axes: Axes, monitor: EditMonitor) -> None:
+    for runs, colour, name, revision in ((monitor.path.base, BASE, "base", monitor.edit.before),
+                                         (monitor.path.applied, APPLIED, "applied", monitor.edit.after)):
         n = np.arange(1, len(runs) + 1)
         rate = np.cumsum(runs) / n
         axes.plot(n, rate, color=colour, linewidth=1.6,

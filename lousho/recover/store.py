@@ -329,7 +329,10 @@ class SqliteUrl:
 
 
 def parse_url(url: str) -> SqliteUrl:
-    """``sqlite:///relative/path`` or ``sqlite:////absolute/path``, optionally ``?synchronous=normal|full``."""
+    """``sqlite:///relative/path`` or ``sqlite:////absolute/path``, optionally ``?synchronous=normal|full``.
+
+    The path is a URL path: ``%XX`` escapes are decoded (``sqlite:///my%20runs.db`` is ``my runs.db``).
+    """
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
@@ -340,7 +343,7 @@ def parse_url(url: str) -> SqliteUrl:
     synchronous = query.pop("synchronous", ["normal"])[-1].lower()
     if query or synchronous not in ("normal", "full"):
         raise UnsupportedStoreUrl(url)
-    return SqliteUrl(Path(parts.path[1:]), synchronous)
+    return SqliteUrl(Path(urllib.parse.unquote(parts.path[1:])), synchronous)
 
 
 def check_history_limit(history_limit: object) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lousho.observe.page_data import Reader
-from lousho.observe.page_html import Safe, el, join, number, segment, table, when
+from lousho.page.data import Reader
+from lousho.page.html import Safe, el, join, number, segment, table, when
 
 SESSION_COLUMNS = ("session_id, agent, turns, run_ids, epoch_ns(first_at) AS first_ns, epoch_ns(last_at) AS last_ns, "
                    "failed, pass_rate, input_tokens, output_tokens, cost_usd")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lousho.observe.page_data import MAX_SPANS
-from lousho.observe.page_html import (
+from lousho.page.data import MAX_SPANS
+from lousho.page.html import (
     Safe,
     dl,
     el,
@@ -21,7 +21,7 @@ from lousho.observe.page_html import (
     verdict,
     when,
 )
-from lousho.observe.page_svg import span_bar
+from lousho.page.svg import span_bar
 
 # Event attributes shown in the tree, in this order; the rest stay in the event's details.
 _HEAL_KEYS = ("heal.kind", "heal.hook", "heal.tool", "heal.reason", "heal.count")

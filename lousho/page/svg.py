@@ -9,9 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from lousho.observe.page_html import COLORS, Safe, el, join, when
-from lousho.observe.page_monitor import BOUNDARY_Z, LOOKS, MonitorPath
+from lousho.monitor_rule import LOOKS
+from lousho.monitor_rule import Z as BOUNDARY_Z
+from lousho.page.html import COLORS, Safe, el, join, when
+
+if TYPE_CHECKING:  # the run page draws span bars without loading analysis (SciPy)
+    from lousho.analysis.monitor_path import MonitorPath
 
 _W, _H = 760, 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 16, 14, 40

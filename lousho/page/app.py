@@ -10,7 +10,7 @@ elsewhere (the CSP says so too). Routes, all GET:
   audit log with its chain verdict;
 - ``/recovery``: the run store of ``--recover-store``: pending and quarantined runs, the outage breaker.
 
-The token: see ``page_auth`` (the bearer header, or ``?token=`` once, which sets a cookie).
+The token: see ``page.auth`` (the bearer header, or ``?token=`` once, which sets a cookie).
 """
 
 from __future__ import annotations
@@ -26,55 +26,26 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
-from lousho.observe.empty_runs import HAS_RUN_SQL, explain
 from lousho.observe.errors import ObserveError
-from lousho.observe.page_agent import render_agent
-from lousho.observe.page_auth import PageToken, SecurityHeaders
-from lousho.observe.page_data import Reader, agent_names, agents, newest_runs, revisions, run_detail
-from lousho.observe.page_html import (
-    CSS,
-    CSS_PATH,
-    Safe,
-    el,
-    href,
-    join,
-    layout,
-    millis,
-    number,
-    segment,
-    short,
-    table,
-    verdict,
-    void,
-    when,
-)
-from lousho.observe.page_recover import RecoveryState, read_state
-from lousho.observe.page_run import render_run
-from lousho.observe.page_sessions import newest_sessions, render_sessions
 from lousho.observe.trigger import AgentSpec
+from lousho.page.auth import PageToken, SecurityHeaders
+from lousho.page.data import Reader, agent_names, agents, newest_runs, revisions, run_detail
+from lousho.page.html import CSS, CSS_PATH, Safe, el, join, layout, number, segment, short, table, when
+from lousho.page.recover import RecoveryState, read_state
+from lousho.page.run import render_run
+from lousho.page.runs import MAX_LIMIT, filters, runs_table, why_empty
+from lousho.page.sessions import newest_sessions, render_sessions
 
 DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
+
 _EXACT = frozenset({"/", "/sessions", "/agents", "/recovery", CSS_PATH, "/favicon.ico"})
 _PREFIXES = ("/runs/", "/agents/")
 
 
 def is_page_path(path: str) -> bool:
     return path in _EXACT or path.startswith(_PREFIXES)
-
-
-def mount(api: ASGIApp, page: ASGIApp) -> ASGIApp:
-    """One app: the page's paths go to ``page``, everything else to ``api`` (with its own token layer)."""
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and is_page_path(scope.get("path", "")):
-            await page(scope, receive, send)
-        else:
-            await api(scope, receive, send)
-
-    return app
 
 
 def build_page(
@@ -111,11 +82,11 @@ def build_page(
 
         def render(reader: Reader) -> Response:
             rows = newest_runs(reader, agent=agent, revision=revision, failed=failed, limit=limit)
-            form = _filters(sorted(set(registered) | set(agent_names(reader))),
+            form = filters(sorted(set(registered) | set(agent_names(reader))),
                             revisions(reader, agent), agent, revision, failed, limit)
-            body = join([el("h1", "Runs"), form, _runs_table(rows, limit)])
+            body = join([el("h1", "Runs"), form, runs_table(rows, limit)])
             if not rows and not failed and not revision:
-                body = join([body, _why_empty(reader, agent)])
+                body = join([body, why_empty(reader, agent)])
             return HTMLResponse(layout("runs", body, active="/"))
 
         return await with_reader(render)
@@ -157,6 +128,9 @@ def build_page(
         name = request.path_params["name"]
         edit = request.query_params.get("edit", "")
         edit_line = int(edit) if edit.isdigit() and len(edit) < 12 else None
+        # Here, not at the top: the agent page reads analysis (SciPy), which the daemon need not load to start.
+        from lousho.page.agent import render_agent
+
         return await with_reader(lambda reader: HTMLResponse(
             layout(f"agent {name}", render_agent(reader, name, registered.get(name), edit_line), active="/agents")))
 
@@ -197,71 +171,6 @@ def build_page(
 def _limit(raw: str | None) -> int:
     # Length first: int() refuses strings past 4,300 digits with a ValueError.
     return min(max(int(raw), 1), MAX_LIMIT) if raw and raw.isdigit() and len(raw) < 8 else DEFAULT_LIMIT
-
-
-def _options(values: Sequence[str], chosen: str | None, everything: str) -> list[Safe]:
-    options = [el("option", everything, value="", selected=chosen is None)]
-    if chosen is not None and chosen not in values:
-        values = [chosen, *values]
-    options.extend(el("option", v, value=v, selected=v == chosen) for v in values)
-    return options
-
-
-def _filters(agent_names: Sequence[str], revision_list: Sequence[str], agent: str | None, revision: str | None,
-             failed: bool, limit: int) -> Safe:
-    return el(
-        "form",
-        el("label", "agent", el("select", *_options(agent_names, agent, "all agents"), name="agent",
-                                id="filter-agent")),
-        el("label", "harness revision", el("select", *_options(revision_list, revision, "all revisions"),
-                                           name="revision", id="filter-revision")),
-        el("label", void("input", type="checkbox", name="failed", value="1", checked=failed, id="filter-failed"),
-           "failed only", cls="check"),
-        el("label", "at most", void("input", type="number", name="limit", value=limit, min=1, max=MAX_LIMIT)),
-        el("button", "Filter", type="submit", id="filter-apply"),
-        el("a", "clear", href="/"),
-        method="get", action="/", cls="filters",
-    )
-
-
-def _why_empty(reader: Reader, agent: str | None) -> Safe:
-    spans = reader.rows("SELECT count(*) AS n FROM spans")[0]["n"]
-    runs = reader.rows(HAS_RUN_SQL)[0]["n"] if spans and agent else 0
-    note = explain(spans, runs, agent)
-    return el("p", note, cls="note", id="why-no-runs") if note else join([])
-
-
-def _runs_table(rows: list[dict[str, Any]], limit: int) -> Safe:
-    if not rows:
-        return el("p", "No runs match.", cls="muted", id="no-runs")
-    body = []
-    for r in rows:
-        failed = r["status"] == "error" or r["passed"] is False
-        status = el("span", r["status"], cls="badge bad" if r["status"] == "error" else "muted")
-        body.append(el(
-            "tr",
-            el("td", when(r["started_ns"])),
-            el("td", el("a", el("code", r["run_id"]), href="/runs/" + segment(r["run_id"]), cls="run-link")),
-            el("td", el("a", r["agent"], href="/agents/" + segment(r["agent"])) if r["agent"] else ""),
-            el("td", el("a", el("code", r["harness_revision"]), href=href("/", agent=r["agent"],
-                                                                          revision=r["harness_revision"]))
-               if r["harness_revision"] else ""),
-            el("td", r["case_id"]),
-            el("td", status),
-            el("td", verdict(r["passed"]), cls="verdict"),
-            el("td", r["attempts"], cls="num"),
-            el("td", millis(r["duration_s"] * 1e9) if r["duration_s"] is not None else "", cls="num"),
-            el("td", number((r["input_tokens"] or 0) + (r["output_tokens"] or 0)), cls="num"),
-            el("td", short(" ".join(x for x in (r["error_type"], r["error_message"]) if x), 80)),
-            el("td", el("a", el("code", r["healed_from"]), href="/runs/" + segment(r["healed_from"]))
-               if r["healed_from"] else ""),
-            cls="run failed" if failed else "run",
-        ))
-    caption = el("p", f"{len(rows)} run(s), newest first" + (f" (at most {limit})" if len(rows) >= limit else ""),
-                 cls="muted")
-    headers = ["started (UTC)", "run", "agent", "revision", "case", "status", "verdict", "attempts", "duration",
-               "tokens", "error", "healed from"]
-    return join([caption, table(headers, body, id="runs")])
 
 
 def _recovery(state: RecoveryState, path: Path) -> Safe:

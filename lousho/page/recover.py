@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from lousho.errors import UsageError
+from lousho.recover.errors import UnsupportedStoreUrl
+from lousho.recover.store import parse_url
 
 # Never more rows than a person can read on one page; the counts still cover every run.
 MAX_ROWS = 500
@@ -30,13 +32,15 @@ class BadRecoverStore(UsageError):
 
 
 def parse_store_url(url: str) -> Path:
-    """``sqlite:///relative/path`` or ``sqlite:////absolute/path`` (the run store's own form) -> a path."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() in ("postgresql", "postgres") or parts.scheme.lower().startswith("postgresql+"):
+    """The run store's own URL form (``recover.store.parse_url``: ``sqlite:///relative/path`` or
+    ``sqlite:////absolute/path``, ``%XX`` escapes decoded) -> its path; SQLite only."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         raise BadRecoverStore(f"--recover-store {url.split('@')[-1]!r}: the page reads SQLite run stores only")
-    if parts.scheme.lower() != "sqlite" or parts.netloc or not url.startswith("sqlite:///") or len(parts.path) < 2:
-        raise BadRecoverStore(f"--recover-store {url!r}: expected sqlite:///PATH")
-    return Path(urllib.parse.unquote(parts.path[1:]))
+    try:
+        return parse_url(url).path
+    except UnsupportedStoreUrl:
+        raise BadRecoverStore(f"--recover-store {url!r}: expected sqlite:///PATH") from None
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,18 @@ and the audit log of its directory (when the agent is registered with ``--agent 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from lousho.observe.page_agentdir import SHOWN_ENTRIES, AppliedEdit, AuditLog, applied_edits, read_audit, watched_edit
-from lousho.observe.page_data import Reader, monitor_outcomes, pass_rate_bins
-from lousho.observe.page_html import Safe, dl, el, href, join, number, segment, short, table, when
-from lousho.observe.page_monitor import LOOKS, monitor_path
-from lousho.observe.page_svg import RateBin, legend, monitor_chart, pass_rate_chart
+from lousho.analysis.monitor_path import MonitorPath
+from lousho.analysis.stats import wilson_interval
+from lousho.improve.applied_edit import AppliedEdit
+from lousho.monitor_rule import LOOKS
 from lousho.observe.trigger import AgentSpec, read_records
+from lousho.page.agentdir import SHOWN_ENTRIES, AuditLog, applied_edits, read_audit, watched_edit
+from lousho.page.data import Reader, monitor_outcomes, pass_rate_bins
+from lousho.page.html import Safe, dl, el, href, join, number, segment, short, table, when
+from lousho.page.svg import RateBin, legend, monitor_chart, pass_rate_chart
 
-_Z95 = 1.959963984540054
 # The watched edit's statuses while the watcher still judges it (improve's cycle: "still under watch").
 _WATCHING = frozenset({"monitoring", "traffic"})
 
@@ -41,14 +42,6 @@ def render_agent(reader: Reader, name: str, spec: AgentSpec | None, edit_line: i
     return join(parts)
 
 
-def wilson(passes: int, n: int) -> tuple[float, float]:
-    """The 95% Wilson score interval of a pass rate (good at small n and near 0 or 1, unlike Wald)."""
-    p, z2 = passes / n, _Z95 * _Z95
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def _pass_rates(reader: Reader, name: str) -> Safe:
     bins = pass_rate_bins(reader, name)
     if not bins:
@@ -63,10 +56,11 @@ def _pass_rates(reader: Reader, name: str) -> Safe:
     rows = []
     for revision, points in series.items():
         passes, scored = sum(p.passes for p in points), sum(p.scored for p in points)
-        low, high = wilson(passes, scored)
+        interval = wilson_interval(passes, scored)
         rows.append([el("a", el("code", revision), href=href("/", agent=name, revision=revision)),
                      el("td", number(scored), cls="num"), el("td", number(passes), cls="num"),
-                     el("td", f"{passes / scored:.1%}", cls="num"), el("td", f"{low:.1%} – {high:.1%}", cls="num"),
+                     el("td", f"{passes / scored:.1%}", cls="num"),
+                     el("td", f"{interval.low:.1%} – {interval.high:.1%}", cls="num"),
                      when(points[0].first_ns), when(points[-1].last_ns)])
     return join([pass_rate_chart(list(series.items()), start), legend(names),
                  table(["revision", "scored runs", "passed", "pass rate", "95% Wilson", "first run (UTC)",
@@ -128,7 +122,7 @@ def edit_that_matters(watched: AppliedEdit | None, edits: list[tuple[int, Applie
 
 def _edit_path(reader: Reader, name: str, edit: AppliedEdit) -> Safe:
     base, applied = monitor_outcomes(reader, name, edit.before, edit.after, edit.applied_ns)
-    path = monitor_path(base, applied)
+    path = MonitorPath(tuple(base), tuple(applied))
     info = dl({
         "edit": join([el("code", edit.before), " → ", el("code", edit.after)]),
         "applied at": edit.applied_at.isoformat(),

@@ -1,0 +1,118 @@
+"""The page reads the other parts through their own definitions, and observe imports none of it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import urllib.parse
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from daemon_support import get
+
+import lousho.observe
+from lousho.analysis.monitor_path import MonitorPath
+from lousho.improve.applied_edit import AppliedEdit
+from lousho.observe.process import start_daemon
+from lousho.page.agentdir import watched_edit as page_watched_edit
+from lousho.page.recover import parse_store_url
+from lousho.plot.edits import watched_edit as plot_watched_edit
+from lousho.recover import durable
+from lousho.recover.store import open as open_run_store
+from lousho.recover.store import parse_url
+
+OBSERVE = Path(lousho.observe.__file__).parent
+# Parts observe may not import (DESIGN §1: observe depends on nothing of ours); the page is mounted by the CLI.
+NOT_FROM_OBSERVE = ("lousho.page", "lousho.analysis", "lousho.improve")
+
+
+def _escaped_store_url(directory: Path) -> str:
+    """A run store URL whose path spells the directory's space as %20, as a URL path may."""
+    return "sqlite:///" + urllib.parse.quote(str(directory / "runs.db"))
+
+
+def test_a_percent_escape_in_a_run_store_url_names_the_same_file_for_recover_and_the_page(tmp_path):
+    directory = tmp_path / "my runs"
+    url = _escaped_store_url(directory)
+    assert "%20" in url
+    store = open_run_store(url)
+    store.close()
+    assert (directory / "runs.db").is_file()
+    assert not (tmp_path / "my%20runs").exists()
+    assert parse_url(url).path == directory / "runs.db" == parse_store_url(url)
+
+
+@pytest.mark.system
+def test_the_recovery_panel_reads_the_run_store_recover_wrote_under_an_escaped_url(tmp_path):
+    directory = tmp_path / "my runs"
+    url = _escaped_store_url(directory)
+    store = open_run_store(url)
+    try:
+        durable.start(store, "escaped-run", "ledger", "send", {}).fail(TimeoutError("model timed out"))
+    finally:
+        store.close()
+    daemon = start_daemon(tmp_path / "observe.duckdb", "--recover-store", url)
+    try:
+        reply = get(daemon.url, "/recovery")
+        assert reply.status == 200, reply.body[:500]
+        pending = reply.body.decode()
+        assert "escaped-run" in pending[pending.index('id="pending"'):]
+    finally:
+        assert daemon.stop() == 0, "\n".join(daemon.output[-30:])
+
+
+def test_the_page_and_plot_read_a_watched_edit_as_the_one_applied_edit(tmp_path):
+    at = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    (tmp_path / ".lousho").mkdir()
+    state = {"watched": {"before": "rev-1", "after": "rev-2", "applied_at": at.isoformat(), "status": "monitoring"}}
+    (tmp_path / ".lousho" / "state.json").write_text(json.dumps(state))
+    page, plot = page_watched_edit(tmp_path / ".lousho"), plot_watched_edit(tmp_path)
+    assert type(page) is type(plot) is AppliedEdit
+    assert (page.before, page.after, page.applied_at, page.status) == ("rev-1", "rev-2", at, "monitoring")
+    assert (plot.before, plot.after, plot.applied_at, plot.status) == (page.before, page.after, at, page.status)
+
+
+def test_the_page_and_plot_draw_the_one_monitor_path():
+    from lousho import plot
+    from lousho.page import agent, svg
+
+    assert plot.MonitorPath is MonitorPath and agent.MonitorPath is MonitorPath
+    # The first look (20 runs per side) crosses, 20/20 against 11/20: its dot is drawn in the rollback colour.
+    crossing = svg.monitor_chart(MonitorPath((True,) * 20, (True,) * 11 + (False,) * 9))
+    kept = svg.monitor_chart(MonitorPath((True,) * 20, (True,) * 20))
+    look_dot = re.compile(r'<circle [^>]*r="5" fill="([^"]+)">')
+    assert look_dot.findall(crossing) == ["#b3261e"] and look_dot.findall(kept) != ["#b3261e"]
+
+
+def _imports(source: Path) -> list[tuple[str, bool]]:
+    """(module, at module level) for every absolute import in ``source``, in functions too."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, id(node) in top) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, id(node) in top))
+    return found
+
+
+def test_observe_imports_nothing_from_the_page_and_loads_no_analysis_or_improve_module_at_import():
+    # __main__ is an entry point: it runs `lousho observe` from the command table, which adds the page.
+    sources = [path for path in OBSERVE.glob("*.py") if path.name != "__main__.py"]
+    page = {f"{path.name}: {name}" for path in sources for name, _ in _imports(path) if name.startswith("lousho.page")}
+    parts = {f"{path.name}: {name}" for path in sources for name, top in _imports(path)
+             if top and name.startswith(NOT_FROM_OBSERVE)}
+    assert page == set() and parts == set()
+
+
+@pytest.mark.system
+def test_the_daemon_alone_loads_none_of_the_page_analysis_or_improve():
+    code = ("import sys, lousho.observe.daemon, lousho.observe.cli, lousho.observe.http_app;"
+            f"print(sorted(m for m in sys.modules if m.startswith({NOT_FROM_OBSERVE!r})))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "[]"

@@ -53,6 +53,7 @@ from fractions import Fraction
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from lousho._checked_json import loads_checked
 from lousho.errors import UsageError
 
 VERSION = 1
@@ -111,13 +112,9 @@ def read_traffic(agent_dir: Path) -> dict[str, Any] | None:
     except (FileNotFoundError, NotADirectoryError):  # no file, or no agent directory: no canary
         return None
     try:
-        data = json.loads(text)
+        return loads_checked(text, _problem)
     except ValueError as e:
-        raise TrafficFileInvalid(f"{path}: not valid JSON: {e}") from None
-    problem = _problem(data)
-    if problem:
-        raise TrafficFileInvalid(f"{path}: {problem}")
-    return data
+        raise TrafficFileInvalid(f"{path}: {e}") from None
 
 
 def write_traffic(agent_dir: Path, data: dict[str, Any]) -> None:

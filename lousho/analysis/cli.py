@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -80,34 +81,14 @@ def monitor(
 @click.option("--cv", type=float, default=0.5, show_default=True, help="Token CV (cost rule).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def gate(
-    p0: float,
-    p1: float | None,
-    cases: int,
-    runs: int,
-    min_gain: int,
-    rerun: int,
-    held_out_min_drop: int,
-    canary_runs: int,
-    canary_min: int,
-    max_token_rise: float,
-    alpha: float,
-    cv: float,
-    as_json: bool,
+    p0: float, p1: float | None, cases: int, alpha: float, cv: float, as_json: bool, **rule_options: Any
 ) -> None:
     """Error rates of the gate, held-out, canary, cost and paired rules at p0 and p0 -> p1."""
     from lousho.analysis.gate_report import gate_report
     from lousho.analysis.gates import GateRules
 
-    rules = GateRules(
-        runs=runs,
-        min_gain=min_gain,
-        rerun=rerun,
-        held_out_min_drop=held_out_min_drop,
-        canary_runs=canary_runs,
-        canary_min=canary_min,
-        max_token_rise=max_token_rise,
-        sign_alpha=alpha,
-    )
+    # The rule options are named as GateRules' fields; --alpha is its sign_alpha.
+    rules = GateRules(sign_alpha=alpha, **rule_options)
     report = gate_report(p0, p0 if p1 is None else p1, cases=cases, cv=cv, rules=rules)
     if as_json:
         click.echo(json.dumps(report.to_dict(), sort_keys=True))

@@ -62,7 +62,8 @@ class ChatClient:
         """One chat completion. Raises :class:`ProviderError` on every failure (see ``classify``)."""
         import openai
 
-        body = self.request_body(messages, tools, temperature=temperature, seed=seed, max_tokens=max_tokens)
+        options = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens}
+        body = _body(self.model, messages, tools, options)
         try:
             # Without a key the request says so (an omitted Authorization): the SDK refuses to send one
             # with no auth at all unless told, and local servers need none.
@@ -81,24 +82,6 @@ class ChatClient:
             return ChatResult.from_response(response.json())
         except ValueError as e:
             raise bad_response(self.endpoint, redact(str(e), self._api_key), response.status_code) from None
-
-    def request_body(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] | None = None,
-        *,
-        temperature: float | None = None,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-    ) -> dict[str, Any]:
-        """The JSON body :meth:`complete` sends; optional fields appear only when given."""
-        body: dict[str, Any] = {"model": self.model, "messages": _objects("messages", messages)}
-        if tools:
-            body["tools"] = _objects("tools", tools)
-        for name, value in (("temperature", temperature), ("seed", seed), ("max_tokens", max_tokens)):
-            if value is not None:
-                body[name] = value
-        return body
 
     def close(self) -> None:
         """Close the pooled connections (a later call opens new ones)."""
@@ -129,6 +112,16 @@ def _sdk_client(parts: urllib.parse.SplitResult, api_key: str | None, timeout: f
         # A plain number: the SDK's HTTP package differs between its major versions (httpx, then httpx2).
         timeout=float(timeout),
     )
+
+
+def _body(model: str, messages: Sequence[Message], tools: Sequence[Tool] | None,
+          options: Mapping[str, float | int | None]) -> dict[str, Any]:
+    """The JSON body of a chat request: tools only when there are some, options only when given."""
+    body: dict[str, Any] = {"model": model, "messages": _objects("messages", messages)}
+    if tools:
+        body["tools"] = _objects("tools", tools)
+    body.update((name, value) for name, value in options.items() if value is not None)
+    return body
 
 
 def _no_key() -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 import uvicorn
 
+from lousho._listen import listen_tcp
 from lousho.models.errors import ServerStartFailed
 from lousho.models.faults import Fault
 from lousho.models.script import ScriptRequest, ToolResult, load_script
@@ -131,13 +132,7 @@ class ScriptedModelServer:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
-        sock.listen(128)
+        return listen_tcp(host, port, backlog=128)
     except OSError as e:
-        sock.close()
         raise ServerStartFailed(f"cannot listen on {host}:{port}: {e}") from None
-    return sock

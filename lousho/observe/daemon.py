@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from lousho._listen import listen_tcp
 from lousho.observe.config import DaemonConfig
 from lousho.observe.errors import bind_error
 from lousho.observe.grpc_server import start_grpc
@@ -141,14 +142,9 @@ def _announce_when_started(
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
-        sock.listen(1024)
+        sock = listen_tcp(host, port, backlog=1024)
     except OSError as e:
-        sock.close()
         raise bind_error("HTTP", host, port, e) from None
     sock.set_inheritable(True)
     return sock

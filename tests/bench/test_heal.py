@@ -17,10 +17,11 @@ from lousho.agent.tools import ToolContext
 from lousho.bench.heal import rules
 from lousho.bench.heal.bars import bars, verdict
 from lousho.bench.heal.catalog import SCENARIOS
-from lousho.bench.heal.errors import LiveGuardTripped
+from lousho.bench.heal.errors import LiveGuardTripped, RowsInvalid
 from lousho.bench.heal.guard import Guard
 from lousho.bench.heal.project import PROJECT, Scorer, run_copy
 from lousho.bench.heal.report import report
+from lousho.bench.heal.rows import read_rows
 from lousho.bench.heal.run import Options, run, running
 from lousho.bench.heal.scenarios.controls import BUDGET_FIRST
 from lousho.bench.heal.scenarios.edits import planted_in
@@ -139,6 +140,16 @@ def test_the_report_cli_prints_the_verdict_last_and_exits_by_it(tmp_path: Path) 
     bad = subprocess.run([sys.executable, "-m", "lousho.bench.heal", "--scenarios", "nope", "--out",
                           str(tmp_path / "x.jsonl")], capture_output=True, text=True)
     assert bad.returncode == 2 and "LOUSHO_BENCH_UNKNOWN_SCENARIO" in bad.stderr
+
+
+@pytest.mark.parametrize(("line", "problem"), [("{nope", "line 2: not valid JSON"),
+                                               ('{"kind": "other"}', "line 2: kind must be one of")])
+def test_a_rows_file_with_a_bad_line_is_refused_naming_the_line(tmp_path: Path, line: str, problem: str) -> None:
+    out = tmp_path / "rows.jsonl"
+    out.write_text(json.dumps(full_run()[0]) + "\n" + line + "\n")
+    with pytest.raises(RowsInvalid, match=problem) as refused:
+        read_rows(out)
+    assert refused.value.code == "LOUSHO_BENCH_ROWS_INVALID"
 
 
 # --- the live guard ---

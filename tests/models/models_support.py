@@ -41,12 +41,13 @@ def free_port() -> int:
 @dataclass
 class RawServer:
     """A stdlib HTTP server that answers every POST with a set status, headers and body, and records
-    the headers it got. For answers the scripted server never gives (garbage, echoed keys, dates)."""
+    the headers and JSON bodies it got. For answers the scripted server never gives (garbage, echoed keys, dates)."""
 
     status: int = 200
     body: bytes = b"{}"
     headers: dict[str, str] = field(default_factory=dict)
     seen: list[dict[str, str]] = field(default_factory=list)
+    bodies: list[object] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     url: str = ""
 
@@ -91,7 +92,7 @@ def raw_server_fixture() -> Iterator[RawServer]:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-            self.rfile.read(int(self.headers.get("content-length", 0)))
+            raw.bodies.append(json.loads(self.rfile.read(int(self.headers.get("content-length", 0)))))
             raw.seen.append({k.lower(): v for k, v in self.headers.items()})
             raw.paths.append(self.path)
             self.send_response(raw.status)

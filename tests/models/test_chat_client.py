@@ -125,7 +125,12 @@ def test_optional_parameters_are_sent_only_when_given(server: ScriptedModelServe
     first, second = server.requests
     assert first["params"] == {}
     assert second["params"] == {"temperature": 0.0, "seed": 7, "max_tokens": 64}
-    assert "tools" not in client.request_body(user("a"), [])
+
+
+def test_an_empty_tool_list_is_not_sent(raw_server: RawServer) -> None:
+    raw_server.answer(200, {"choices": [{"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]})
+    ChatClient(raw_server.url, "m").complete(user("a"), [])
+    assert raw_server.bodies == [{"model": "m", "messages": [{"role": "user", "content": "a"}]}]
 
 
 def test_the_key_is_sent_as_a_bearer_token_and_shown_nowhere(raw_server: RawServer) -> None:

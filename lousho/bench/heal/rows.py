@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from lousho._checked_json import loads_checked
 from lousho.bench.heal.errors import RowsInvalid
 
 KINDS = ("attempt", "study", "layout")
@@ -47,13 +48,9 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            rows.append(loads_checked(line, _problem))
         except ValueError as e:
-            raise RowsInvalid(f"{path}: line {number} is not JSON: {e}") from None
-        problem = _problem(row)
-        if problem:
-            raise RowsInvalid(f"{path}: line {number}: {problem}")
-        rows.append(row)
+            raise RowsInvalid(f"{path}: line {number}: {e}") from None
     return rows
 
 

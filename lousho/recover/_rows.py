@@ -50,6 +50,25 @@ DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
 CLAIM_DUE_SELECT = f"SELECT {RUN_COLUMNS} FROM runs WHERE {CLAIMABLE} AND {DUE} ORDER BY created_at, id LIMIT ?"
 CLAIM = "UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ? WHERE "
 
+# The outage breaker's one row (RunStore.get_outage), and what closing it clears.
+OUTAGE_ROW = (
+    "SELECT failures, paused_since, probes, next_probe_at, probe_owner, probe_run, probe_expiry, last_error, "
+    "updated_at FROM recover_outage WHERE id = 'provider'"
+)
+CLEAR_PAUSE = ("paused_since = NULL, probes = 0, next_probe_at = NULL, probe_owner = NULL, probe_run = NULL, "
+               "probe_expiry = NULL")
+# begin_attempt's UPDATE: ``{takeover}`` clears the old lease on a takeover, ``{where}`` says which statuses it
+# resumes. Parameters: the epoch's increment (0 with a lease taken at an epoch, 1 for a takeover), now, run_id.
+BEGIN = ("UPDATE runs SET attempts = attempts + 1, status = 'running', lease_epoch = lease_epoch + ?, {takeover}"
+         "updated_at = ? WHERE id = ? AND {where}")
+# Resumable by the row alone: the common case (an interrupted or running run, as every run the loop claims is).
+RESUMABLE = "status NOT IN ('finished', 'stopped', 'awaiting_approval')"
+# Any run but a finished or stopped one, or one awaiting a pending approval.
+NOT_AWAITING = (
+    "status NOT IN ('finished', 'stopped') AND NOT (status = 'awaiting_approval' AND EXISTS ("
+    "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending'))"
+)
+
 
 def claimed(row: tuple[Any, ...], owner: str, expiry: str, now: str, location: str) -> StoredRun | CheckpointCorrupt:
     """A row read by ``CLAIM_DUE_SELECT`` as ``CLAIM`` leaves it; a row that does not decode is its error."""

@@ -65,25 +65,6 @@ class Cursor(Protocol):
     def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Any: ...
 
 
-_OUTAGE_ROW = (
-    "SELECT failures, paused_since, probes, next_probe_at, probe_owner, probe_run, probe_expiry, last_error, "
-    "updated_at FROM recover_outage WHERE id = 'provider'"
-)
-_CLEAR_PAUSE = ("paused_since = NULL, probes = 0, next_probe_at = NULL, probe_owner = NULL, probe_run = NULL, "
-                "probe_expiry = NULL")
-# begin_attempt's UPDATE; {fence_epoch} is the epoch's increment (0 with a lease taken at an epoch, 1 for a
-# takeover), {takeover} clears the old lease on a takeover, {where} says which statuses it resumes.
-_BEGIN = ("UPDATE runs SET attempts = attempts + 1, status = 'running', lease_epoch = lease_epoch + ?, {takeover}"
-          "updated_at = ? WHERE id = ? AND {where}")
-# Resumable by the row alone: the common case (an interrupted or running run, as every run the loop claims is).
-_RESUMABLE = "status NOT IN ('finished', 'stopped', 'awaiting_approval')"
-# Any run but a finished or stopped one, or one awaiting a pending approval.
-_NOT_AWAITING = (
-    "status NOT IN ('finished', 'stopped') AND NOT (status = 'awaiting_approval' AND EXISTS ("
-    "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending'))"
-)
-
-
 class SqlRunStore(ABC):
     """``RunStore`` over SQL (see ``store_protocol.RunStore`` for the contract of each method)."""
 
@@ -246,8 +227,8 @@ class SqlRunStore(ABC):
         if epoch is not None:
             fence, params = " AND lease_epoch = ?", [*params, epoch]
         returning = f"{fence} RETURNING {rows.RUN_COLUMNS}"
-        resumable = _BEGIN.format(takeover=takeover, where=_RESUMABLE) + returning
-        not_awaiting = _BEGIN.format(takeover=takeover, where=_NOT_AWAITING) + returning
+        resumable = rows.BEGIN.format(takeover=takeover, where=rows.RESUMABLE) + returning
+        not_awaiting = rows.BEGIN.format(takeover=takeover, where=rows.NOT_AWAITING) + returning
 
         def begin(cur: Cursor) -> StoredRun:
             # The common case is decided by the row alone: an UPDATE re-checks such a WHERE exactly against a row
@@ -431,7 +412,7 @@ class SqlRunStore(ABC):
     # --- the recover loop: the outage breaker ---
 
     def get_outage(self) -> OutageState:
-        found = self._read(_OUTAGE_ROW)
+        found = self._read(rows.OUTAGE_ROW)
         return self._outage(found[0]) if found else CLOSED_OUTAGE
 
     def record_outcome(
@@ -452,7 +433,7 @@ class SqlRunStore(ABC):
                         "ON CONFLICT (id) DO NOTHING", (at,))  # a row deleted by hand comes back closed
             # Read, then decide: locked (FOR UPDATE), so two replicas counting the failure that reaches the
             # threshold open the breaker once, and only one of them reports "opened".
-            before = self._outage(cur.execute(_OUTAGE_ROW + self._for("UPDATE")).fetchone())
+            before = self._outage(cur.execute(rows.OUTAGE_ROW + self._for("UPDATE")).fetchone())
             self._hit("record_outcome:read")
             change: str | None = None
             if provider_failure and not before.paused and before.failures + 1 >= threshold:
@@ -468,12 +449,12 @@ class SqlRunStore(ABC):
                 cur.execute("UPDATE recover_outage SET failures = failures + 1, updated_at = ? WHERE id = 'provider'",
                             (at,))
             elif before.failures or before.paused:
-                cur.execute(f"UPDATE recover_outage SET failures = 0, {_CLEAR_PAUSE}, last_error = NULL, "
+                cur.execute(f"UPDATE recover_outage SET failures = 0, {rows.CLEAR_PAUSE}, last_error = NULL, "
                             "updated_at = ? WHERE id = 'provider'", (at,))
                 change = "closed" if before.paused else None
             else:
                 return before, None  # closed with no failures: nothing to write
-            return self._outage(cur.execute(_OUTAGE_ROW).fetchone()), change
+            return self._outage(cur.execute(rows.OUTAGE_ROW).fetchone()), change
 
         return self._write("record_outcome", record)
 

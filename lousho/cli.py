@@ -22,7 +22,7 @@ COMMANDS = {
     "stats": "lousho.analysis.cli:stats",
     "agent": "lousho.agent.cli:agent",
     "models": "lousho.models.cli:models",
-    "recover": "lousho.recover.recover_cli:recover_command",
+    "recover": "lousho.recover.cli:recover_command",
     "demo": "lousho.demo:demo",
     "improve": "lousho.improve.cli:improve",
     "plot": "lousho.plot.cli:plot",

@@ -14,8 +14,8 @@ from typing import Any
 from lousho.agent.errors import RunPending
 from lousho.agent.loop import Agent, RunOptions, RunResult
 from lousho.recover import durable
-from lousho.recover.store import RunRecord
 from lousho.recover.store import Session as SessionRecord
+from lousho.recover.store import StoredRun
 
 
 class Session:
@@ -31,7 +31,7 @@ class Session:
     def transcript(self) -> list[dict[str, Any]]:
         return list(self.record.transcript)
 
-    def pending(self) -> RunRecord | None:
+    def pending(self) -> StoredRun | None:
         turn = self.record.pending_turn
         return self.agent.store.get_run(turn) if turn else None
 

@@ -16,8 +16,8 @@ from lousho.recover.errors import (
     stored_error,
 )
 from lousho.recover.lease import hold as hold_lease
-from lousho.recover.loop import RecoverApp, RecoverSettings, Recovery, RecoveryLoop, TickReport, recover
-from lousho.recover.store import DEFAULT_URL, Approval, OutageState, RunRecord, RunStore, Session, StepRecord
+from lousho.recover.loop import RecoverApp, RecoverHandle, RecoverSettings, RecoveryLoop, TickReport, recover
+from lousho.recover.store import DEFAULT_URL, Approval, OutageState, RunStore, Session, StepRecord, StoredRun
 from lousho.recover.store import open as open_store
 
 __all__ = [
@@ -30,19 +30,20 @@ __all__ = [
     "LeaseLost",
     "OutageState",
     "RecoverApp",
+    "RecoverHandle",
     "RecoverSettings",
-    "Recovery",
     "RecoveryLoop",
     "RunAwaitingApproval",
     "RunDiverged",
     "RunExists",
     "RunNotFound",
     "RunNotResumable",
-    "RunRecord",
+    "StoredRun",
     "RunStore",
     "Session",
     "SessionConflict",
     "StepRecord",
+    "StoredRun",
     "TickReport",
     "error_from_stored",
     "hold_lease",

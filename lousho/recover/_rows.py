@@ -1,7 +1,6 @@
-"""Rows to records and values to columns: pure helpers for the SQL store backends.
+"""Rows to records, values to columns, and the statements ``store_sql.SqlRunStore`` shares: pure helpers.
 
-The column lists fix the order every ``SELECT`` uses, so a row tuple maps to a record by position; both the
-SQLite and the Postgres store use them.
+The column lists fix the order every ``SELECT`` uses, so a row tuple maps to a record by position.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Any
 from lousho.recover import schema
 from lousho.recover._codec import decode, encode, format_utc, parse_utc
 from lousho.recover.errors import CheckpointCorrupt
-from lousho.recover.store import Approval, RunRecord, Session, StepRecord
+from lousho.recover.records import Approval, Session, StepRecord, StoredRun
 
 RUN_COLUMNS = (
     "id, agent, kind, status, input, output, attempts, consecutive_failures, last_error, next_attempt_at, "
@@ -23,13 +22,14 @@ APPROVAL_COLUMNS = "id, run_id, tool_call_id, tool_name, args, kind, status, cre
 SESSION_COLUMNS = "id, agent, transcript, turns, pending_turn, version, updated_at"
 TERMINAL = ("finished", "stopped")  # resume refuses these
 
-# Statements both stores run, written with ``?`` (``pg`` makes them Postgres's ``%s``).
+# Statements both backends run, written with ``?`` (the Postgres backend hands psycopg ``%s``); none holds a ``%``.
 # A checkpoint: the step copied in only from a runs row still at the writer's epoch (the fence is the insert itself),
-# with the history limit of the store that saved it (schema.HISTORY_VIEW). Parameters: run_id, step, name, output,
-# saved_at, epoch, history_limit, run_id, epoch.
+# with the history limit of the store that saved it (schema.HISTORY_VIEW); ``{lock}`` is the row lock on that runs
+# row, where the backend locks rows. Parameters: run_id, step, name, output, saved_at, epoch, history_limit, run_id,
+# epoch.
 SAVE_STEP = (
     f"INSERT INTO checkpoints ({STEP_COLUMNS}, history_limit) SELECT ?, ?, ?, ?, ?, ?, ? FROM runs "
-    "WHERE id = ? AND lease_epoch = ? ON CONFLICT (run_id, step) DO NOTHING"
+    "WHERE id = ? AND lease_epoch = ?{lock} ON CONFLICT (run_id, step) DO NOTHING"
 )
 # A step copied into a fork. Parameters: the STEP_COLUMNS values, then history_limit.
 COPY_STEP = f"INSERT INTO checkpoints ({STEP_COLUMNS}, history_limit) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -50,8 +50,27 @@ DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
 CLAIM_DUE_SELECT = f"SELECT {RUN_COLUMNS} FROM runs WHERE {CLAIMABLE} AND {DUE} ORDER BY created_at, id LIMIT ?"
 CLAIM = "UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ? WHERE "
 
+# The outage breaker's one row (RunStore.get_outage), and what closing it clears.
+OUTAGE_ROW = (
+    "SELECT failures, paused_since, probes, next_probe_at, probe_owner, probe_run, probe_expiry, last_error, "
+    "updated_at FROM recover_outage WHERE id = 'provider'"
+)
+CLEAR_PAUSE = ("paused_since = NULL, probes = 0, next_probe_at = NULL, probe_owner = NULL, probe_run = NULL, "
+               "probe_expiry = NULL")
+# begin_attempt's UPDATE: ``{takeover}`` clears the old lease on a takeover, ``{where}`` says which statuses it
+# resumes. Parameters: the epoch's increment (0 with a lease taken at an epoch, 1 for a takeover), now, run_id.
+BEGIN = ("UPDATE runs SET attempts = attempts + 1, status = 'running', lease_epoch = lease_epoch + ?, {takeover}"
+         "updated_at = ? WHERE id = ? AND {where}")
+# Resumable by the row alone: the common case (an interrupted or running run, as every run the loop claims is).
+RESUMABLE = "status NOT IN ('finished', 'stopped', 'awaiting_approval')"
+# Any run but a finished or stopped one, or one awaiting a pending approval.
+NOT_AWAITING = (
+    "status NOT IN ('finished', 'stopped') AND NOT (status = 'awaiting_approval' AND EXISTS ("
+    "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending'))"
+)
 
-def claimed(row: tuple[Any, ...], owner: str, expiry: str, now: str, location: str) -> RunRecord | CheckpointCorrupt:
+
+def claimed(row: tuple[Any, ...], owner: str, expiry: str, now: str, location: str) -> StoredRun | CheckpointCorrupt:
     """A row read by ``CLAIM_DUE_SELECT`` as ``CLAIM`` leaves it; a row that does not decode is its error."""
     try:
         run = run_record(row, location)
@@ -61,18 +80,13 @@ def claimed(row: tuple[Any, ...], owner: str, expiry: str, now: str, location: s
                                updated_at=now)
 
 
-def pg(sql: str) -> str:
-    """``sql`` with Postgres placeholders (the shared statements hold no literal ``?`` or ``%``)."""
-    return sql.replace("?", "%s")
-
-
-def run_record(row: tuple[Any, ...], location: str) -> RunRecord:
+def run_record(row: tuple[Any, ...], location: str) -> StoredRun:
     run_id = row[0]
 
     def json_of(text: str | None, column: str) -> Any:
         return decode(text, run_id=run_id, step=None, column=column, location=location)
 
-    return RunRecord(
+    return StoredRun(
         id=run_id, agent=row[1], kind=row[2], status=row[3], input=json_of(row[4], "input"),
         output=json_of(row[5], "output"), attempts=row[6], consecutive_failures=row[7],
         last_error=json_of(row[8], "last_error"), next_attempt_at=row[9], lease_owner=row[10],

@@ -26,7 +26,8 @@ from lousho.recover.errors import (
     RunDiverged,
     stored_error,
 )
-from lousho.recover.store import Approval, RunRecord, RunStore, StepRecord
+from lousho.recover.records import Approval, StepRecord, StoredRun
+from lousho.recover.store_protocol import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class DurableRun:
     handle; after an ending (``finish``, ``fail``, ``stop``, ``await_approval``) the handle refuses further steps.
     """
 
-    def __init__(self, store: RunStore, record: RunRecord, steps: dict[int, StepRecord]) -> None:
+    def __init__(self, store: RunStore, record: StoredRun, steps: dict[int, StepRecord]) -> None:
         self.store = store
         self.run_id = record.id
         self.agent = record.agent

@@ -63,17 +63,16 @@ class UnsupportedStoreUrl(UsageError):
     __reduce__ = RecoverError.__reduce__
 
 
-class StoreNotBuilt(UsageError):
-    """A scheme lousho will support whose backend is not built yet (postgresql:// until the Postgres store)."""
+class StoreNotSqlite(UsageError):
+    """A Postgres URL where a SQLite file is wanted (``store.parse_url``: readers of the SQLite file alone)."""
 
-    code = "LOUSHO_STORE_NOT_BUILT"
+    code = "LOUSHO_STORE_NOT_SQLITE"
 
-    def __init__(self, url: str, scheme: str) -> None:
+    def __init__(self, url: str) -> None:
         self.url = redact_url(url)
-        self.scheme = scheme
         super().__init__(
-            f"the {scheme} run store is not built yet ({self.url})",
-            hint="use the SQLite store for now: --store sqlite:///.lousho/runs.db (several processes, one machine)",
+            f"{self.url} names a Postgres run store, not a SQLite file",
+            hint="this reads SQLite run stores only: pass sqlite:///path/to/runs.db",
         )
 
     __reduce__ = RecoverError.__reduce__

@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any
 
-from lousho.recover.store import RunRecord
+from lousho.recover.records import StoredRun
 
 SUFFIX = ".heal"
 MAX_QUOTE = 1000  # characters of the error message quoted in the note (provider messages are capped at 500)
@@ -26,12 +26,12 @@ def heal_id(run_id: str) -> str:
     return f"{run_id}{SUFFIX}"
 
 
-def is_heal_fork(run: RunRecord) -> bool:
+def is_heal_fork(run: StoredRun) -> bool:
     """A fork made by the loop: its id is its origin's ``heal_id`` (a fork made by hand under another name is not)."""
     return run.healed_from is not None and run.id == heal_id(run.healed_from)
 
 
-def can_heal(run: RunRecord, history_limit: int) -> bool:
+def can_heal(run: StoredRun, history_limit: int) -> bool:
     """The seed's conditions: ``send`` runs only (a session turn's transcript belongs to its session), a store that
     keeps checkpoint history, and never a fork of a fork."""
     return run.kind == "send" and history_limit > 0 and not is_heal_fork(run)
@@ -47,8 +47,8 @@ def quote(error: dict[str, Any] | None) -> str:
     return json.dumps(data, sort_keys=True, ensure_ascii=True)
 
 
-def diagnosis_note(run: RunRecord, from_step: int) -> str:
-    """The note the ``.heal`` fork carries (``RunRecord.note``; the agent shows it to the model)."""
+def diagnosis_note(run: StoredRun, from_step: int) -> str:
+    """The note the ``.heal`` fork carries (``StoredRun.note``; the agent shows it to the model)."""
     quoted = quote(run.last_error)
     tag = hashlib.sha256(quoted.encode()).hexdigest()[:12]
     return (

@@ -31,7 +31,7 @@ from types import TracebackType
 
 from lousho.recover.durable import DurableRun
 from lousho.recover.errors import LeaseLost, RunNotFound
-from lousho.recover.store import RunStore
+from lousho.recover.store_protocol import RunStore
 
 log = logging.getLogger("lousho.recover")
 

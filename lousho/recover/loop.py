@@ -39,6 +39,7 @@ from lousho.recover import backoff, outage
 from lousho.recover.errors import CheckpointCorrupt, LeaseLost, RunExists, RunNotEnded, retry_after_of, stored_error
 from lousho.recover.heal import can_heal, diagnosis_note, heal_id, is_heal_fork
 from lousho.recover.lease import LEASE_SECONDS, ORPHAN_SECONDS, Clock, Keeper, default_owner, release, utc_clock
+from lousho.recover.records import OutageState, StoredRun
 from lousho.recover.rules import (
     FORK_FINISHED,
     HEAL,
@@ -50,7 +51,7 @@ from lousho.recover.rules import (
     at_cap,
     decide,
 )
-from lousho.recover.store import OutageState, RunRecord, RunStore
+from lousho.recover.store_protocol import RunStore
 
 log = logging.getLogger("lousho.recover")
 
@@ -64,7 +65,7 @@ class RecoverApp(Protocol):
     under) and execute it to an ending: finish, fail (raise; ``DurableRun`` records the error), stop, or wait
     for approval. What it returns is ignored: the outcome is what the run recorded. If it raises before the run
     recorded anything, the loop records that error as the run's failure. ``LeaseLost`` out of it means another
-    process took the run over; the loop leaves the run to it. The ``.heal`` fork's note is ``RunRecord.note``
+    process took the run over; the loop leaves the run to it. The ``.heal`` fork's note is ``StoredRun.note``
     (``DurableRun.note``): the app should show it to the model.
     """
 
@@ -121,7 +122,7 @@ class RecoveryLoop:
         self, store: RunStore, app: RecoverApp | Callable[[str, int], object],
         settings: RecoverSettings = RecoverSettings(), *,
         on_recovered: Callable[[str], object] | None = None,
-        on_quarantined: Callable[[RunRecord], object] | None = None,
+        on_quarantined: Callable[[StoredRun], object] | None = None,
         on_outage: Callable[[bool], object] | None = None,
         on_error: Callable[[BaseException], object] | None = None,
         clock: Clock = utc_clock, owner: str | None = None, rng: random.Random | None = None,
@@ -188,9 +189,9 @@ class RecoveryLoop:
         fits = int(self.settings.lease_seconds / 3 / max(self._pace, 1e-6))
         return max(1, min(self.settings.claim_batch, fits))
 
-    def _hand_back(self, runs: list[RunRecord | CheckpointCorrupt], why: str) -> None:
+    def _hand_back(self, runs: list[StoredRun | CheckpointCorrupt], why: str) -> None:
         """Release claimed runs this pass will not start (each a fenced write at the epoch it was claimed at)."""
-        left = [run for run in runs if isinstance(run, RunRecord)]
+        left = [run for run in runs if isinstance(run, StoredRun)]
         for run in left:
             release(self.store, run.id, run.lease_epoch)
         if why == "outage-pause-pass":  # the breaker opened during this pass: the rest waits for the probe
@@ -200,7 +201,7 @@ class RecoveryLoop:
     def _raise(error: BaseException) -> None:
         raise error
 
-    def _act(self, run: RunRecord) -> None:
+    def _act(self, run: StoredRun) -> None:
         decision = self._decide(run)
         if decision.action == RESUME:
             self._attempt(run)
@@ -247,19 +248,19 @@ class RecoveryLoop:
 
     # --- one run, under its lease ---
 
-    def _claim(self, run_id: str) -> RunRecord | None:
+    def _claim(self, run_id: str) -> StoredRun | None:
         now = self.clock()
         return self.store.claim_run(run_id, owner=self.owner, lease_seconds=self.settings.lease_seconds, now=now,
                                     orphan_before=self._orphan_before(now))
 
-    def _decide(self, run: RunRecord) -> Decision:
+    def _decide(self, run: StoredRun) -> Decision:
         fork = None
         if at_cap(run, self.settings.max_attempts) and not is_heal_fork(run):
             fork = self.store.get_run(heal_id(run.id))
         heal = self.settings.retry_with_diagnosis and can_heal(run, self.store.history_limit)
         return decide(run, max_attempts=self.settings.max_attempts, heal=heal, fork=fork)
 
-    def _apply(self, run: RunRecord, decision: Decision) -> None:
+    def _apply(self, run: StoredRun, decision: Decision) -> None:
         """Every decision but RESUME, for a run this loop holds the lease of."""
         if self._watch.paused:  # nothing is quarantined or forked during an outage
             release(self.store, run.id, run.lease_epoch)
@@ -275,7 +276,7 @@ class RecoveryLoop:
         else:
             raise AssertionError(f"no handler for {decision}")
 
-    def _attempt(self, run: RunRecord, probe: bool = False) -> str:
+    def _attempt(self, run: StoredRun, probe: bool = False) -> str:
         """Hand the run to the app under a heartbeat, then settle what it recorded. Returns the outcome."""
         epoch = run.lease_epoch
         self._log("resume", run.id, attempt=run.attempts + 1, failures=run.consecutive_failures, epoch=epoch,
@@ -295,7 +296,7 @@ class RecoveryLoop:
                 raise
         return self._settle(run, raised)
 
-    def _settle(self, run: RunRecord, raised: Exception | None) -> str:
+    def _settle(self, run: StoredRun, raised: Exception | None) -> str:
         epoch = run.lease_epoch
         after = self.store.get_run(run.id)
         if after is None:
@@ -326,7 +327,7 @@ class RecoveryLoop:
                                               count_attempt=False, epoch=epoch)
         return self._failed(after, now)
 
-    def _failed(self, run: RunRecord, now: datetime) -> str:
+    def _failed(self, run: StoredRun, now: datetime) -> str:
         epoch, error = run.lease_epoch, run.last_error or {}
         provider = outage.counts(error)
         state = self._outcome(provider, now, error)
@@ -368,7 +369,7 @@ class RecoveryLoop:
         self._watch.observe(state)
         return state
 
-    def _finished(self, run: RunRecord) -> None:
+    def _finished(self, run: StoredRun) -> None:
         if is_heal_fork(run):
             assert run.healed_from is not None
             self._healed(run.healed_from, run.id)
@@ -383,7 +384,7 @@ class RecoveryLoop:
             self._log("healed", origin, fork=fork)
             self._call("on_recovered", self._on_recovered, origin)
 
-    def _quarantine(self, run: RunRecord, rule: str) -> None:
+    def _quarantine(self, run: StoredRun, rule: str) -> None:
         quarantined = self.store.update_run(run.id, epoch=run.lease_epoch, status="quarantined", lease_owner=None,
                                             lease_expiry=None, next_attempt_at=None)
         self._log("quarantine", run.id, why=rule, failures=run.consecutive_failures,
@@ -391,7 +392,7 @@ class RecoveryLoop:
         self._call("on_quarantined", self._on_quarantined, quarantined)
         self._fork_gave_up(run)  # seed: "If the fork also reaches the cap, both are quarantined"
 
-    def _fork_gave_up(self, run: RunRecord) -> None:
+    def _fork_gave_up(self, run: StoredRun) -> None:
         """A ``.heal`` fork ended without finishing (quarantined, failed or stopped for good): the one more try is
         spent, so its original, waiting at the cap, is quarantined now rather than at its next look."""
         if is_heal_fork(run):
@@ -413,7 +414,7 @@ class RecoveryLoop:
             release(self.store, origin.id, origin.lease_epoch)
             self._log("origin-moved-on", origin.id, why=decision.rule)
 
-    def _heal(self, run: RunRecord) -> None:
+    def _heal(self, run: StoredRun) -> None:
         steps = self.store.load_steps(run.id)
         from_step = max(steps) + 1 if steps else 0
         fork_id = heal_id(run.id)
@@ -427,7 +428,7 @@ class RecoveryLoop:
         if fork is not None:  # the one more try, now
             self._attempt(fork)
 
-    def _park(self, run: RunRecord, rule: str) -> None:
+    def _park(self, run: StoredRun, rule: str) -> None:
         """Release a run that waits on something other than time (its fork, a person): look again at the cap
         interval, so that a crash between two steps of a transition never strands it."""
         next_at = self.clock() + timedelta(seconds=backoff.CAP_SECONDS)
@@ -475,14 +476,14 @@ class RecoveryLoop:
                     extra={"lousho_recover": {"rule": rule, "run_id": run_id, "owner": self.owner, **numbers}})
 
 
-class Recovery:
+class RecoverHandle:
     """The handle ``recover()`` returns: the loop, ticking on a daemon thread until ``stop()``."""
 
     def __init__(self, loop: RecoveryLoop) -> None:
         self.loop = loop
         self._thread = threading.Thread(target=self._run, name=f"lousho-recover:{loop.owner}", daemon=True)
 
-    def start(self) -> Recovery:
+    def start(self) -> RecoverHandle:
         self._thread.start()
         return self
 
@@ -519,11 +520,11 @@ class Recovery:
 def recover(
     store: RunStore, app: RecoverApp | Callable[[str, int], object], *, interval: float = 30.0,
     max_attempts: int = 10, retry_with_diagnosis: bool = False, on_recovered: Callable[[str], object] | None = None,
-    on_quarantined: Callable[[RunRecord], object] | None = None, on_outage: Callable[[bool], object] | None = None,
+    on_quarantined: Callable[[StoredRun], object] | None = None, on_outage: Callable[[bool], object] | None = None,
     on_error: Callable[[BaseException], object] | None = None, stop_event: threading.Event | None = None,
     clock: Clock = utc_clock, owner: str | None = None, lease_seconds: float = LEASE_SECONDS,
     orphan_seconds: float = ORPHAN_SECONDS, rng: random.Random | None = None,
-) -> Recovery:
+) -> RecoverHandle:
     """Start the recover loop on a background thread; returns its handle (``stop()``, ``join()``).
 
     Every ``interval`` seconds it resumes each due interrupted run of ``store`` through ``app`` (see
@@ -540,4 +541,4 @@ def recover(
     loop = RecoveryLoop(store, app, settings, on_recovered=on_recovered, on_quarantined=on_quarantined,
                         on_outage=on_outage, on_error=on_error, clock=clock, owner=owner, rng=rng,
                         stop_event=stop_event)
-    return Recovery(loop).start()
+    return RecoverHandle(loop).start()

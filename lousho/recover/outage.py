@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lousho.recover.store import OutageState
+from lousho.recover.records import OutageState
 
 THRESHOLD = 3  # seed 000: "After 3 provider failures in a row, across any runs, the loop pauses"
 

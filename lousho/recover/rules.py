@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lousho.recover.heal import is_heal_fork
-from lousho.recover.store import RunRecord
+from lousho.recover.records import StoredRun
 
 PENDING = ("interrupted", "running")
 FORK_GAVE_UP = ("quarantined", "failed", "stopped")
@@ -37,15 +37,15 @@ class Decision:
     rule: str  # why, as logged: "due", "cap", "not-retryable", "not-pending", "heal-failed", "healing", ...
 
 
-def retryable(run: RunRecord) -> bool:
+def retryable(run: StoredRun) -> bool:
     return run.last_error is None or bool(run.last_error.get("retryable", True))
 
 
-def at_cap(run: RunRecord, max_attempts: int) -> bool:
+def at_cap(run: StoredRun, max_attempts: int) -> bool:
     return run.consecutive_failures >= max_attempts
 
 
-def decide(run: RunRecord, *, max_attempts: int, heal: bool, fork: RunRecord | None) -> Decision:
+def decide(run: StoredRun, *, max_attempts: int, heal: bool, fork: StoredRun | None) -> Decision:
     """The action for ``run``.
 
     Args:

@@ -18,9 +18,8 @@ import pytest
 from click.testing import CliRunner
 from test_loop_support import interrupted_run
 
-from lousho.recover.cli import outage, pending
+from lousho.recover.cli import load_app, outage, pending
 from lousho.recover.errors import AppInvalid
-from lousho.recover.recover_cli import load_app
 from lousho.recover.store import open as open_store
 
 LEDGER_APP = '''
@@ -47,7 +46,7 @@ def resume(run_id, epoch):
 
 def recover_process(tmp_path: Path, store_url: str, *args: str, log: Path | None = None) -> subprocess.Popen[str]:
     """``lousho recover`` in a child; with ``log``, its stderr goes to that file (readable while it runs)."""
-    code = "from lousho.recover.recover_cli import recover_command; recover_command(prog_name='lousho recover')"
+    code = "from lousho.recover.cli import recover_command; recover_command(prog_name='lousho recover')"
     env = {"LEDGER_STORE": store_url, "LEDGER_FILE": str(tmp_path / "ledger.txt"), "PATH": "/usr/bin:/bin",
            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}  # the lousho under test, not another
     stderr = log.open("w") if log is not None else subprocess.PIPE

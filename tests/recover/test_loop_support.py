@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from lousho.errors import LoushoError
 from lousho.models.errors import ProviderError
 from lousho.recover import durable
-from lousho.recover.store import RunRecord, RunStore
+from lousho.recover.store import RunStore, StoredRun
 
 # Outcomes of one resume, as a run can end.
 SUCCESS = "success"  # finished
@@ -49,7 +49,7 @@ class Call:
     epoch: int
     outcome: str
     at: datetime
-    seen: RunRecord  # the run as the app found it, before opening it
+    seen: StoredRun  # the run as the app found it, before opening it
 
 
 def provider_error(outcome: str) -> ProviderError:
@@ -116,7 +116,7 @@ class ScriptedApp:
 
 
 def interrupted_run(store: RunStore, run_id: str, *, kind: str = "send", steps: int = 1, failures: int = 1,
-                    error: BaseException | None = None) -> RunRecord:
+                    error: BaseException | None = None) -> StoredRun:
     """A run that ran ``steps`` steps and then failed ``failures`` times in a row (retryably, by default)."""
     run = durable.start(store, run_id, "coder", kind, {"task": run_id})
     for step in range(steps):

@@ -8,6 +8,7 @@ their transaction open at the ``before_commit`` fault point, so that they overla
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import threading
@@ -133,6 +134,70 @@ def test_replicas_counting_failures_at_once_open_the_outage_breaker_once_and_res
     results = race(pg_url, tmp_path, *[("probe", f"replica-{i}", "--hold", "0.05") for i in range(3)])
     assert sorted(r["reserved"] for r in results) == [False, False, True]
     store.close()
+
+
+def _waits_on_a_lock(admin: psycopg.Connection[Any], pid: int) -> bool:
+    row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def test_a_replica_that_read_the_breaker_makes_the_next_wait_so_the_failure_reaching_the_threshold_opens_it_once(
+    pg_url: str,
+):
+    """record_outcome reads the breaker, then decides what to write. The first replica stops right after its read,
+    its transaction open, until the second replica has either queued on the breaker row's lock (FOR UPDATE: it then
+    reads the count the first commits, and only counts its failure) or read the row itself (no lock: both read one
+    failure, below the threshold of 2, and both report "opened")."""
+    now = datetime.now(UTC)
+    with contextlib.closing(open_store(pg_url)) as setup:
+        setup.record_outcome(provider_failure=True, now=now, threshold=2, first_probe_at=now)
+        first_change, second_change = _count_a_failure_each_with_the_first_held_after_its_read(pg_url, now)
+        assert sorted([str(first_change), str(second_change)]) == ["None", "opened"]
+        assert first_change == "opened"  # the one that read first opened it; the other counted after it committed
+        state = setup.get_outage()
+        assert state.paused and state.failures == 3
+
+
+def _count_a_failure_each_with_the_first_held_after_its_read(pg_url: str, now: datetime) -> tuple[Any, Any]:
+    """Two replicas each count one provider failure (threshold 2); the first holds its transaction open after
+    reading the breaker until the second has read it too or waits for its row lock. Returns both changes."""
+    second_read = threading.Event()
+    second = PostgresStore(pg_url, fault=lambda point: point == "record_outcome:read" and second_read.set())
+    second_pid = second._db._conn.info.backend_pid
+    inside, first_outcome = threading.Event(), []
+
+    def hold_after_read(point: str) -> None:
+        if point != "record_outcome:read":
+            return
+        inside.set()
+        deadline = time.monotonic() + 10
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            while not (second_read.is_set() or _waits_on_a_lock(admin, second_pid)):
+                if time.monotonic() > deadline:
+                    raise AssertionError("the second replica neither read the breaker nor waited for its lock")
+                time.sleep(0.002)
+
+    first = PostgresStore(pg_url, fault=hold_after_read)
+
+    def count_first() -> None:
+        try:
+            first_outcome.append(first.record_outcome(provider_failure=True, now=now, threshold=2,
+                                                      first_probe_at=now)[1])
+        except BaseException as e:  # handed to the test, which raises it
+            first_outcome.append(e)
+
+    thread = threading.Thread(target=count_first)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        _, second_change = second.record_outcome(provider_failure=True, now=now, threshold=2, first_probe_at=now)
+    finally:
+        thread.join(30)
+        first.close()
+        second.close()
+    if isinstance(first_outcome[0], BaseException):
+        raise first_outcome[0]
+    return first_outcome[0], second_change
 
 
 def test_processes_opening_an_empty_database_at_once_migrate_it_once(pg_url: str, tmp_path: Path):

@@ -12,7 +12,7 @@ from lousho.recover.errors import (
     CheckpointNotFound,
     LeaseLost,
     RunDiverged,
-    StoreNotBuilt,
+    StoreNotSqlite,
     error_from_stored,
     stored_error,
 )
@@ -21,7 +21,7 @@ ERRORS = [
     CheckpointCorrupt("r1", 3, "output", "/tmp/runs.db"),
     CheckpointNotFound("r1", 9, [0, 1, 2]),
     RunDiverged("r1", 2, "search", "write"),
-    StoreNotBuilt("postgresql://u:pw@h/db", "postgresql"),
+    StoreNotSqlite("postgresql://u:pw@h/db"),
     LeaseLost("r1", 0, 1),
 ]
 

@@ -12,7 +12,14 @@ from recover_support import raw_sql, table_names
 
 from lousho.errors import UsageError
 from lousho.recover import schema
-from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing, StoreUnavailable, UnsupportedStoreUrl
+from lousho.recover.errors import (
+    SchemaTooNew,
+    StoreBusy,
+    StoreMissing,
+    StoreNotSqlite,
+    StoreUnavailable,
+    UnsupportedStoreUrl,
+)
 from lousho.recover.store import DEFAULT_URL, RunStore, parse_url
 from lousho.recover.store import open as open_store
 from lousho.recover.store_postgres import _pg_ddl
@@ -31,6 +38,30 @@ from lousho.recover.store_sqlite import BUSY_TIMEOUT_S, SqliteStore
 def test_sqlite_urls_name_a_relative_or_absolute_file(url: str, path: str, synchronous: str):
     parsed = parse_url(url)
     assert (parsed.path, parsed.synchronous) == (Path(path), synchronous)
+
+
+def test_a_percent_encoded_sqlite_path_names_the_file_it_decodes_to(tmp_path: Path):
+    """A URL's path is percent-encoded: ``%20`` is a space, ``%3F`` a question mark (which a URL could not hold as
+    is: it would start the query), ``%25`` a percent sign. The store opens the decoded file, not one named ``%20``."""
+    folder = tmp_path / "my runs"
+    url = f"sqlite:///{folder}/100%25 done%3F.db?synchronous=full".replace("my runs", "my%20runs")
+    parsed = parse_url(url)
+    assert (parsed.path, parsed.synchronous) == (folder / "100% done?.db", "full")
+    store = open_store(url)
+    try:
+        store.create_run("r1", agent="a", kind="send", input={})
+    finally:
+        store.close()
+    assert sorted(p.name for p in folder.iterdir() if p.suffix == ".db") == ["100% done?.db"]
+
+
+def test_a_postgres_url_where_a_sqlite_file_is_wanted_says_so_without_the_password():
+    """``parse_url`` is the parser readers of the SQLite file share (the page): a Postgres URL gets its own error."""
+    with pytest.raises(StoreNotSqlite) as info:
+        parse_url("postgresql://lousho:s3cret@db.internal/runs")
+    err = info.value
+    assert err.code == "LOUSHO_STORE_NOT_SQLITE" and isinstance(err, UsageError) and "sqlite:///" in err.hint
+    assert "s3cret" not in err.message and "db.internal" in err.message
 
 
 @pytest.mark.parametrize(

@@ -172,13 +172,20 @@ class RecoveryLoop:
                 if stop is not None:  # the rest goes back now rather than when its leases lapse
                     self._hand_back(claimed[index:], stop)
                     return
+                if self._aged(now):
+                    # Runs slowed down after the batch was sized: the rest would start late in (or past) leases
+                    # nobody renews while they wait, and another replica may already be taking them over. Give
+                    # them back and claim afresh, with new leases, at the pace just seen.
+                    self._hand_back(claimed[index:], "claim-aged")
+                    break
                 seen.add(run.id)
                 started = time.monotonic()
                 self._guarded(run.id, lambda _id, run=run: self._act(run))
                 elapsed = time.monotonic() - started
                 self._pace = elapsed if self._pace is None else 0.8 * self._pace + 0.2 * elapsed
-            if len(claimed) < size:
-                return
+            else:
+                if len(claimed) < size:
+                    return
 
     def _claim_size(self) -> int:
         """How many due runs to claim at once: as many as this loop expects to start within a third of a lease, by
@@ -188,6 +195,11 @@ class RecoveryLoop:
             return 1
         fits = int(self.settings.lease_seconds / 3 / max(self._pace, 1e-6))
         return max(1, min(self.settings.claim_batch, fits))
+
+    def _aged(self, claimed_at: datetime) -> bool:
+        """Whether a batch claimed at ``claimed_at`` has held its leases for half of them: the next run of it would
+        start with less than half its lease left."""
+        return (self.clock() - claimed_at).total_seconds() > self.settings.lease_seconds / 2
 
     def _hand_back(self, runs: list[StoredRun | CheckpointCorrupt], why: str) -> None:
         """Release claimed runs this pass will not start (each a fenced write at the epoch it was claimed at)."""

@@ -393,3 +393,30 @@ def test_a_run_held_by_a_process_that_was_killed_is_recovered_once_its_lease_exp
     assert loop.tick().attempted == ["r1"]
     record = store.get_run("r1")
     assert (record.status, record.attempts) == ("finished", 2)
+
+
+def test_a_batch_whose_runs_slowed_down_is_claimed_afresh_so_no_run_starts_late_in_its_lease(
+    store: RunStore,
+):
+    """A batch is sized by the pace of recent runs; when runs then slow down, the runs still waiting in the batch
+    would start with their leases (not renewed while they wait) nearly or wholly spent, so that another replica may
+    already be taking them over. Past half a lease the loop gives the rest back and claims them again, so every run
+    starts with at least half of a fresh lease left."""
+    for i in range(8):
+        interrupted_run(store, f"r{i}")
+    clock = FakeClock(T0)
+    settings = RecoverSettings()
+    app = ScriptedApp(store, clock)
+    left_at_start: dict[str, float] = {}
+
+    def slow(run_id: str, epoch: int) -> None:
+        expiry = datetime.fromisoformat(store.get_run(run_id).lease_expiry)
+        left_at_start[run_id] = (expiry - clock()).total_seconds()
+        app.resume(run_id, epoch)
+        clock.advance(settings.lease_seconds * 0.3)  # each run now takes 30% of a lease
+
+    loop = RecoveryLoop(store, slow, settings, clock=clock, owner="loop-a")
+    loop._pace = 0.001  # as a loop whose runs were quick: it claims all eight at once
+    assert sorted(loop.tick().attempted) == [f"r{i}" for i in range(8)]
+    assert {r.status for r in store.list_runs()} == {"finished"}
+    assert min(left_at_start.values()) >= settings.lease_seconds / 2, left_at_start

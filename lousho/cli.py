@@ -7,11 +7,10 @@ gRPC, and `lousho observe` need not load SciPy.
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
-from lousho.errors import LoushoError, UsageError
+from lousho.cli_support import run
 
 # name -> "module:attribute"
 COMMANDS = {
@@ -67,24 +66,3 @@ def group() -> None:
 def main() -> None:
     """Entry point: user-facing errors print one clear line (and a hint), never a traceback."""
     run(group)
-
-
-def run(command: click.Command, args: list[str] | None = None, prog_name: str | None = None) -> None:
-    """Run a click command the way every lousho entry point does: a LoushoError prints
-    ``error CODE: message`` and its hint, exit 1 (2 for usage errors); no traceback."""
-    try:
-        command.main(args=args, prog_name=prog_name, standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except LoushoError as e:
-        from lousho.observe.safe_text import visible
-
-        # A message may quote stored or model text (a run id, a span name): shown, never obeyed.
-        click.echo(visible(f"error {e.code}: {e.message}", newlines=True), err=True)
-        if e.hint:
-            click.echo(visible(f"hint: {e.hint}", newlines=True), err=True)
-        sys.exit(2 if isinstance(e, UsageError) else 1)

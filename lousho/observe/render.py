@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from typing import Any
 
 import click
 import polars as pl
 import pyarrow as pa
-from rich.console import Console
 from rich.table import Table
 
-from lousho.observe.safe_text import safe_text, visible
-
-
-def table_console() -> Console:
-    """The console of every table printer: a pipe gets a wide table rather than 80 folded columns, and
-    no string is parsed as markup or emoji codes (cells are ``safe_text`` anyway)."""
-    return Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False, emoji=False)
+from lousho.cli_support import table_console
+from lousho.safe_text import safe_text, visible
 
 
 def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = None) -> None:

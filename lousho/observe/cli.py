@@ -11,14 +11,15 @@ import polars as pl
 from click.core import ParameterSource
 from rich.tree import Tree
 
+from lousho.cli_support import table_console
 from lousho.errors import UsageError
 from lousho.observe.client import DaemonClient, StoreClient, connect
 from lousho.observe.config import MIB, DaemonConfig
 from lousho.observe.empty_runs import why_no_runs
 from lousho.observe.errors import DaemonUnreachable, RunNotFound, SqlTruncated, TokenFileUnreadable
-from lousho.observe.render import print_frame, print_table, table_console
+from lousho.observe.render import print_frame, print_table
 from lousho.observe.runs_view import newest_runs_queries, runs_select
-from lousho.observe.safe_text import safe_text
+from lousho.safe_text import safe_text
 
 DEFAULT_URL = "http://127.0.0.1:4318"
 DEFAULT_DB = Path(".lousho/observe.duckdb")
@@ -102,7 +103,7 @@ def observe(
     for spec in specs:
         validate_agent(spec)
     models = CycleModels(model_url, model_name, editor_model_url, editor_model)
-    _check_model_urls(models)
+    models.validate()
     trigger = TriggerConfig(agents=specs, interval_s=trigger_interval,
                             improve_off=improve_switch.strip().lower() == "off", models=models,
                             retry_base_s=cycle_retry)
@@ -117,15 +118,6 @@ def observe(
         recover_store=parse_store_url(recover_store).resolve() if recover_store else None,
     )
     serve(config, announce=lambda line: click.echo(line), trigger=trigger)
-
-
-def _check_model_urls(models: Any) -> None:
-    """A malformed model URL fails every cycle: refuse it at start (exit 2, LOUSHO_MODELS_CONFIG_INVALID)."""
-    from lousho.models.client import check_url
-
-    for url in (models.model_url, models.editor_model_url):
-        if url:
-            check_url(url)
 
 
 def target_options(fn: Any) -> Any:

@@ -7,6 +7,7 @@ gRPC, and `lousho observe` need not load SciPy.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -27,10 +28,11 @@ COMMANDS = {
     "plot": "lousho.plot.cli:plot",
     "bench": "lousho.bench.cli:bench",
 }
-# Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent).
+# Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent),
+# name -> "module:attribute". They load when used: listing runs does not import the agent loop.
 EXTRA = {
-    "runs": ("lousho.recover.cli:pending", "lousho.recover.cli:outage", "lousho.agent.cli:resume",
-             "lousho.agent.cli:approve"),
+    "runs": {"pending": "lousho.recover.cli:pending", "outage": "lousho.recover.cli:outage",
+             "resume": "lousho.agent.cli:resume", "approve": "lousho.agent.cli:approve"},
 }
 
 
@@ -44,10 +46,30 @@ class LazyGroup(click.Group):
             return None
         command = _load(target)
         if isinstance(command, click.Group):
-            for extra in EXTRA.get(cmd_name, ()):
-                sub = _load(extra)
-                command.add_command(sub, sub.name)
+            for name, extra in EXTRA.get(cmd_name, {}).items():
+                command.add_command(DeferredCommand(name, extra), name)
         return command
+
+
+class DeferredCommand(click.Command):
+    """A sub-command whose module loads when it runs or its help is shown, not when its group loads."""
+
+    def __init__(self, name: str, target: str) -> None:
+        super().__init__(name)
+        self.target = target
+
+    def load(self) -> click.Command:
+        return _load(self.target)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        return self.load().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return self.load().invoke(ctx)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self.load().get_short_help_str(limit)
 
 
 def _load(target: str) -> click.Command:

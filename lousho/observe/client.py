@@ -3,9 +3,10 @@
 Only the daemon opens the store read-write, so while it runs everything else reads through it;
 when it does not run, the file can be opened read-only directly. Both give Polars frames.
 
-DuckDB and pyarrow (with NumPy, 0.3 s of imports) load only when used: for a store file, and for a
-result whose column types Polars cannot take. A command that lists runs from the daemon needs urllib
-and Polars, which reads the Arrow stream itself; ``lousho sql`` prints the daemon's JSON answer.
+DuckDB and pyarrow (with NumPy, 0.3 s of imports) load only when used: for a store file, and by
+``sql`` and ``fetch``, which take any column type. ``frame`` (the store's own columns) needs urllib and
+Polars, which reads the daemon's Arrow stream itself, and ``answer`` only urllib: `lousho runs` and
+`lousho sql` over the daemon start without them.
 """
 
 from __future__ import annotations

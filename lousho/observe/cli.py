@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import polars as pl
 from click.core import ParameterSource
 
 from lousho.cli_support import table_console
@@ -20,10 +19,12 @@ from lousho.observe.render import print_answer, print_frame, print_table
 from lousho.observe.runs_view import newest_runs_queries, runs_select
 
 if TYPE_CHECKING:
+    import polars as pl
     from rich.tree import Tree
 
-# Commands that only talk to the daemon load click, urllib and Polars: DuckDB and pyarrow load for a
-# store file, rich for a table, the daemon for `lousho observe` (tests/observe/test_cli_start.py).
+# Commands that only talk to the daemon load click and urllib, and Polars to list runs: DuckDB and
+# pyarrow load for a store file, rich for a table, the daemon for `lousho observe`
+# (tests/observe/test_cli_start.py).
 
 DEFAULT_URL = "http://127.0.0.1:4318"
 DEFAULT_DB = Path(".lousho/observe.duckdb")

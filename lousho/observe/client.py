@@ -4,9 +4,9 @@ Only the daemon opens the store read-write, so while it runs everything else rea
 when it does not run, the file can be opened read-only directly. Both give Polars frames.
 
 DuckDB and pyarrow (with NumPy, 0.3 s of imports) load only when used: for a store file, and by
-``sql`` and ``fetch``, which take any column type. ``frame`` (the store's own columns) needs urllib and
-Polars, which reads the daemon's Arrow stream itself, and ``answer`` only urllib: `lousho runs` and
-`lousho sql` over the daemon start without them.
+``sql`` and ``fetch``, which take any column type; Polars when a frame is asked for. ``frame`` (the
+store's own columns) needs urllib and Polars, which reads the daemon's Arrow stream itself, and
+``answer`` only urllib: `lousho runs` and `lousho sql` over the daemon start without the rest.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-
-import polars as pl
 
 from lousho.observe.errors import (
     BadCaCert,
@@ -35,6 +33,7 @@ from lousho.observe.errors import (
 
 if TYPE_CHECKING:
     import duckdb
+    import polars as pl
     import pyarrow as pa
 
     from lousho.observe.sql import QueryResult
@@ -90,6 +89,8 @@ class DaemonClient:
         return _frame(self.fetch(query, params).table)
 
     def frame(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        import polars as pl
+
         payload, _ = self._post(query, params, sql_api_arrow_type())
         return pl.read_ipc_stream(io.BytesIO(payload))
 
@@ -200,6 +201,8 @@ def sql_api_arrow_type() -> str:
 def _frame(table: pa.Table) -> pl.DataFrame:
     """The table as a Polars frame. A column Polars cannot take (an INTERVAL or UNION, even nested:
     Polars panics on those rather than raising) becomes the text of its JSON form (``sql_json``)."""
+    import polars as pl
+
     from lousho.observe.sql_json import row_keys
 
     table = table.rename_columns(row_keys(table.column_names))
@@ -227,6 +230,8 @@ def _polars_takes(t: pa.DataType) -> bool:
 
 
 def _series(name: str, column: pa.ChunkedArray) -> pl.Series:
+    import polars as pl
+
     from lousho.observe.sql_json import column_values
 
     if _polars_takes(column.type):

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
-import polars as pl
 
 if TYPE_CHECKING:
+    import polars as pl
     import pyarrow as pa
 
     from lousho.observe.client import SqlAnswer

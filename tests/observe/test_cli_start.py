@@ -1,5 +1,5 @@
 """Commands that only talk to the daemon load only what talking to it needs (issue 15: they start in
-≤ 0.3 s): click, urllib and Polars; no DuckDB, no pyarrow and NumPy, no OTel SDK, no rich for JSON,
+≤ 0.3 s): click, urllib, and Polars to list runs; no DuckDB, no pyarrow and NumPy, no OTel SDK, no rich for JSON,
 not the agent or recover loops that other parts add to `lousho runs`. Which modules load is checked,
 not a timing (docs/performance.md has the times)."""
 
@@ -49,8 +49,8 @@ def url(shared_daemon) -> str:
 
 
 @pytest.mark.system
-def test_sql_over_the_daemon_loads_neither_duckdb_nor_pyarrow_nor_rich_for_json(url):
-    out, heavy = loaded("sql", "--url", url, "--json", "SELECT count(*) AS n FROM runs", also=("rich",))
+def test_sql_over_the_daemon_loads_neither_duckdb_nor_pyarrow_nor_polars_nor_rich_for_json(url):
+    out, heavy = loaded("sql", "--url", url, "--json", "SELECT count(*) AS n FROM runs", also=("rich", "polars"))
     assert json.loads(out) == [{"n": 6}]
     assert heavy == []
 

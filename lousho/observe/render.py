@@ -67,7 +67,8 @@ def print_table(table: pa.Table, fmt: str = "table") -> None:
 
 def print_answer(answer: SqlAnswer, fmt: str = "table") -> None:
     """Print the daemon's JSON answer to a query as ``print_table`` prints the result it maps (its
-    values are already in their JSON form), without loading pyarrow."""
+    values are already in their JSON form), without loading pyarrow. Value by value: for a few
+    thousand rows, not a bulk CSV export."""
     if fmt == "json":
         click.echo(json.dumps(answer.rows, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
         return

@@ -7,11 +7,11 @@ gRPC, and `lousho observe` need not load SciPy.
 from __future__ import annotations
 
 import importlib
-import sys
+from typing import Any
 
 import click
 
-from lousho.errors import LoushoError, UsageError
+from lousho.cli_support import run
 
 # name -> "module:attribute"
 COMMANDS = {
@@ -28,10 +28,11 @@ COMMANDS = {
     "plot": "lousho.plot.cli:plot",
     "bench": "lousho.bench.cli:bench",
 }
-# Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent).
+# Sub-commands other parts add to a group (observe owns `runs`; it must not import recover or agent),
+# name -> "module:attribute". They load when used: listing runs does not import the agent loop.
 EXTRA = {
-    "runs": ("lousho.recover.cli:pending", "lousho.recover.cli:outage", "lousho.agent.cli:resume",
-             "lousho.agent.cli:approve"),
+    "runs": {"pending": "lousho.recover.cli:pending", "outage": "lousho.recover.cli:outage",
+             "resume": "lousho.agent.cli:resume", "approve": "lousho.agent.cli:approve"},
 }
 
 
@@ -45,10 +46,30 @@ class LazyGroup(click.Group):
             return None
         command = _load(target)
         if isinstance(command, click.Group):
-            for extra in EXTRA.get(cmd_name, ()):
-                sub = _load(extra)
-                command.add_command(sub, sub.name)
+            for name, extra in EXTRA.get(cmd_name, {}).items():
+                command.add_command(DeferredCommand(name, extra), name)
         return command
+
+
+class DeferredCommand(click.Command):
+    """A sub-command whose module loads when it runs or its help is shown, not when its group loads."""
+
+    def __init__(self, name: str, target: str) -> None:
+        super().__init__(name)
+        self.target = target
+
+    def load(self) -> click.Command:
+        return _load(self.target)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        return self.load().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return self.load().invoke(ctx)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self.load().get_short_help_str(limit)
 
 
 def _load(target: str) -> click.Command:
@@ -67,24 +88,3 @@ def group() -> None:
 def main() -> None:
     """Entry point: user-facing errors print one clear line (and a hint), never a traceback."""
     run(group)
-
-
-def run(command: click.Command, args: list[str] | None = None, prog_name: str | None = None) -> None:
-    """Run a click command the way every lousho entry point does: a LoushoError prints
-    ``error CODE: message`` and its hint, exit 1 (2 for usage errors); no traceback."""
-    try:
-        command.main(args=args, prog_name=prog_name, standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except LoushoError as e:
-        from lousho.observe.safe_text import visible
-
-        # A message may quote stored or model text (a run id, a span name): shown, never obeyed.
-        click.echo(visible(f"error {e.code}: {e.message}", newlines=True), err=True)
-        if e.hint:
-            click.echo(visible(f"hint: {e.hint}", newlines=True), err=True)
-        sys.exit(2 if isinstance(e, UsageError) else 1)

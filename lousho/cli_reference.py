@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from lousho.cli import group
+from lousho.cli import DeferredCommand, group
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 
@@ -50,6 +50,8 @@ def _walk(command: click.Command, ctx: click.Context, path: list[str]) -> Iterat
             sub = command.get_command(ctx, name)
             if sub is None:
                 continue
+            if isinstance(sub, DeferredCommand):
+                sub = sub.load()
             sub_ctx = click.Context(sub, info_name=name, parent=ctx)
             yield from _walk(sub, sub_ctx, [*path, name])
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from lousho.agent.errors import AgentDirInvalid, SkillInvalid
 from lousho.agent.hooks import Hook
-from lousho.agent.tools import Tool, ToolSet
+from lousho.agent.tools import Tool, ToolSet, make_tool
 
 DEFAULT_MAX_STEPS = 10
 MAX_INSTRUCTIONS_CHARS = 8_000
@@ -80,8 +80,6 @@ def load(path: Path | str) -> AgentDir:
     skills = tuple(_skills(root))
     tools = _tools(root, config)
     if skills:
-        from lousho.agent.skills import load_skill_tool
-
         tools.add(load_skill_tool(skills))
     approval = config.get("approval", [])
     if not isinstance(approval, list) or not all(isinstance(a, str) for a in approval):
@@ -211,3 +209,16 @@ def _tools(root: Path, config: dict[str, Any]) -> ToolSet:
         if isinstance(marked, Tool):
             tools.add(marked)
     return tools
+
+
+def load_skill_tool(skills: tuple[Skill, ...]) -> Tool:
+    """The ``load_skill`` tool: skills are listed in the prompt and read in full only when asked for."""
+    by_name = {s.name: s for s in skills}
+
+    def load_skill(name: str) -> str:
+        skill = by_name.get(name)
+        if skill is None:
+            return f"error: no skill named {name!r}; the skills are {sorted(by_name)}"
+        return skill.content
+
+    return make_tool(load_skill, "Read one of the available skills by name.", read_only=True)

@@ -63,6 +63,6 @@ def _short(value: Any) -> str:
 
 
 if __name__ == "__main__":
-    from lousho.cli import run
+    from lousho.cli_support import run
 
     run(audit, prog_name="lousho improve audit")

@@ -90,6 +90,6 @@ def model_client(config: ModelConfig) -> ChatClient:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m lousho.models``: the group alone, with lousho's error printing (one line and a hint)."""
-    from lousho.cli import run
+    from lousho.cli_support import run
 
     run(models, argv, prog_name="lousho models")

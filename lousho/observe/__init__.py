@@ -1,8 +1,21 @@
-"""observe: the OTLP daemon, the DuckDB span store and its SQL API, and the agent-side helpers."""
+"""observe: the OTLP daemon, the DuckDB span store and its SQL API, and the agent-side helpers.
 
-from lousho.observe.agent_run import AgentRun, agent_run
-from lousho.observe.client import StoreClient, connect
-from lousho.observe.config import DaemonConfig
-from lousho.observe.export import instrument, record_score
+Names load on first use (PEP 562): an agent importing the export helper does not load the query stack
+(DuckDB, Polars, PyArrow), and `lousho sql --url` does not load the OTel SDK.
+"""
 
-__all__ = ["AgentRun", "DaemonConfig", "StoreClient", "agent_run", "connect", "instrument", "record_score"]
+from __future__ import annotations
+
+from lousho._lazy import lazy_exports
+
+_EXPORTS = {
+    "AgentRun": "lousho.observe.agent_run",
+    "agent_run": "lousho.observe.agent_run",
+    "DaemonConfig": "lousho.observe.config",
+    "StoreClient": "lousho.observe.client",
+    "connect": "lousho.observe.client",
+    "instrument": "lousho.observe.export",
+    "record_score": "lousho.observe.export",
+}
+
+__all__, __getattr__ = lazy_exports("lousho.observe", _EXPORTS)

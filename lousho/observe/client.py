@@ -2,22 +2,24 @@
 
 Only the daemon opens the store read-write, so while it runs everything else reads through it;
 when it does not run, the file can be opened read-only directly. Both give Polars frames.
+
+DuckDB and pyarrow (with NumPy, 0.3 s of imports) load only when used: for a store file, and by
+``sql`` and ``fetch``, which take any column type; Polars when a frame is asked for. ``frame`` (the
+store's own columns) needs urllib and Polars, which reads the daemon's Arrow stream itself, and
+``answer`` only urllib: `lousho runs` and `lousho sql` over the daemon start without the rest.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import ssl
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import duckdb
-import polars as pl
-import pyarrow as pa
-
-from lousho.observe import sql as sql_api
 from lousho.observe.errors import (
     BadCaCert,
     DaemonUnreachable,
@@ -28,8 +30,13 @@ from lousho.observe.errors import (
     SqlUnsupportedType,
     Unauthorized,
 )
-from lousho.observe.sql_json import column_values, row_keys
-from lousho.observe.store import lock_configuration, open_read_only
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+
+    from lousho.observe.sql import QueryResult
 
 _ERRORS: dict[str, type[ObserveError]] = {
     SqlRefused.code: SqlRefused,
@@ -55,7 +62,13 @@ class StoreClient(Protocol):
 
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame: ...
 
-    def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult: ...
+    def frame(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        """As ``sql``, for a query whose columns have unique names and types Polars reads (the
+        store's own columns: no INTERVAL, UNION or extension type); from the daemon it needs
+        Polars alone, so a command that lists runs does not load pyarrow."""
+        ...
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> QueryResult: ...
 
     def close(self) -> None: ...
 
@@ -75,12 +88,30 @@ class DaemonClient:
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
         return _frame(self.fetch(query, params).table)
 
-    def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult:
+    def frame(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        import polars as pl
+
+        payload, _ = self._post(query, params, sql_api_arrow_type())
+        return pl.read_ipc_stream(io.BytesIO(payload))
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> QueryResult:
+        import pyarrow as pa
+
+        from lousho.observe.sql import QueryResult
+
+        payload, truncated = self._post(query, params, sql_api_arrow_type())
+        return QueryResult(table=pa.ipc.open_stream(payload).read_all(), truncated=truncated)
+
+    def answer(self, query: str, params: list[Any] | None = None) -> SqlAnswer:
+        """The daemon's JSON answer: its values mapped as ``sql_json`` documents, by the daemon."""
+        payload, _ = self._post(query, params, "application/json")
+        doc = json.loads(payload)
+        return SqlAnswer(columns=doc["columns"], keys=doc["keys"], rows=doc["rows"], truncated=doc["truncated"])
+
+    def _post(self, query: str, params: list[Any] | None, accept: str) -> tuple[bytes, bool]:
+        """The reply's body in ``accept``'s type, and whether the daemon's row cap cut the result short."""
         body = json.dumps({"query": query, "params": params or []}, default=str).encode()
-        headers = {
-            "content-type": "application/json",
-            "accept": sql_api_arrow_type(),
-        }
+        headers = {"content-type": "application/json", "accept": accept}
         if self._token:
             headers["authorization"] = f"Bearer {self._token}"
         request = urllib.request.Request(
@@ -95,7 +126,7 @@ class DaemonClient:
         except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             raise DaemonUnreachable(f"no daemon answers at {self.target} ({reason})") from None
-        return sql_api.QueryResult(table=pa.ipc.open_stream(payload).read_all(), truncated=truncated)
+        return payload, truncated
 
     def healthy(self) -> bool:
         try:
@@ -108,8 +139,21 @@ class DaemonClient:
         return None
 
 
+@dataclass(frozen=True)
+class SqlAnswer:
+    """A result as the SQL API's JSON answer: ``rows`` are objects keyed by ``keys`` (``columns`` with
+    repeats suffixed ``_2``, ``_3``...)."""
+
+    columns: list[str]
+    keys: list[str]
+    rows: list[dict[str, Any]]
+    truncated: bool
+
+
 class FileClient:
     def __init__(self, path: Path) -> None:
+        from lousho.observe.store import lock_configuration, open_read_only
+
         self.target = str(path)
         self._con: duckdb.DuckDBPyConnection = open_read_only(path)
         try:
@@ -121,8 +165,13 @@ class FileClient:
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
         return _frame(self.fetch(query, params).table)
 
-    def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult:
-        return sql_api.run_query(self._con, query, params, max_rows=2**62)
+    def frame(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        return self.sql(query, params)
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> QueryResult:
+        from lousho.observe.sql import run_query
+
+        return run_query(self._con, query, params, max_rows=2**62)
 
     def close(self) -> None:
         self._con.close()
@@ -152,6 +201,10 @@ def sql_api_arrow_type() -> str:
 def _frame(table: pa.Table) -> pl.DataFrame:
     """The table as a Polars frame. A column Polars cannot take (an INTERVAL or UNION, even nested:
     Polars panics on those rather than raising) becomes the text of its JSON form (``sql_json``)."""
+    import polars as pl
+
+    from lousho.observe.sql_json import row_keys
+
     table = table.rename_columns(row_keys(table.column_names))
     if all(_polars_takes(t) for t in table.schema.types):
         frame = pl.from_arrow(table)
@@ -161,6 +214,8 @@ def _frame(table: pa.Table) -> pl.DataFrame:
 
 
 def _polars_takes(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
     if t == pa.month_day_nano_interval() or pa.types.is_union(t) or isinstance(t, pa.BaseExtensionType):
         return False
     if pa.types.is_struct(t):
@@ -175,6 +230,10 @@ def _polars_takes(t: pa.DataType) -> bool:
 
 
 def _series(name: str, column: pa.ChunkedArray) -> pl.Series:
+    import polars as pl
+
+    from lousho.observe.sql_json import column_values
+
     if _polars_takes(column.type):
         series = pl.from_arrow(column)
         assert isinstance(series, pl.Series)

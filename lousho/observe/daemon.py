@@ -68,7 +68,8 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             url = f"{config.scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
             watcher = Trigger(dataclasses.replace(trigger, observe_url=url, observe_token=config.token,
                                                   observe_ca_cert=config.tls_cert), store.reader,
-                              sql_timeout_s=config.sql_timeout_s)
+                              sql_timeout_s=config.sql_timeout_s,
+                              on_poll=lambda: metrics.add(trigger_polls=1))
             watcher.start()
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)

@@ -1,25 +1,22 @@
-"""Print frames for people (a table) or programs (JSON, CSV)."""
+"""Print frames for people (a table) or programs (JSON, CSV).
+
+rich loads only for a table: ``--json`` and ``--csv`` do not pay for it.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
-import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
-import polars as pl
-import pyarrow as pa
-from rich.console import Console
-from rich.table import Table
 
-from lousho.observe.safe_text import safe_text, visible
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
 
-
-def table_console() -> Console:
-    """The console of every table printer: a pipe gets a wide table rather than 80 folded columns, and
-    no string is parsed as markup or emoji codes (cells are ``safe_text`` anyway)."""
-    return Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False, emoji=False)
+    from lousho.observe.client import SqlAnswer
 
 
 def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = None) -> None:
@@ -31,6 +28,11 @@ def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = Non
         # color=True: click would otherwise strip CSI sequences from a pipe, silently changing the data.
         click.echo(frame.write_csv(), nl=False, color=True)
     else:
+        from rich.table import Table
+
+        from lousho.cli_support import table_console
+        from lousho.safe_text import safe_text, visible
+
         console = table_console()
         table = Table(title=safe_text(title, "table.title") if title is not None else None, show_lines=False)
         for name in frame.columns:
@@ -51,25 +53,54 @@ def print_table(table: pa.Table, fmt: str = "table") -> None:
     if fmt == "json":
         click.echo(rows_json(table))
     elif fmt == "csv":
-        out = click.get_text_stream("stdout")
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
         plain = plain_frame(table)
         if plain is not None:  # a million plain rows in a second, not ten
+            out = click.get_text_stream("stdout")
+            csv.writer(out, lineterminator="\n").writerow(columns)
             out.write(plain.write_csv(include_header=False))
+            out.flush()
         else:
-            writer.writerows([_cell(v) for v in row] for row in table_rows(table))
-        out.flush()
+            _print_csv(columns, table_rows(table))
     else:
-        rows = table_rows(table)
-        console = table_console()
-        view = Table(show_lines=False)
-        for name in columns:
-            view.add_column(safe_text(name), overflow="fold")
-        for row in rows:
-            view.add_row(*(safe_text(_short(visible(_cell(v)))) for v in row))
-        console.print(view)
-        console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
+        _print_rows(columns, table_rows(table))
+
+
+def print_answer(answer: SqlAnswer, fmt: str = "table") -> None:
+    """Print the daemon's JSON answer to a query as ``print_table`` prints the result it maps (its
+    values are already in their JSON form), without loading pyarrow. Value by value: for a few
+    thousand rows, not a bulk CSV export."""
+    if fmt == "json":
+        click.echo(json.dumps(answer.rows, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+        return
+    rows = [[row[key] for key in answer.keys] for row in answer.rows]
+    if fmt == "csv":
+        _print_csv(answer.columns, rows)
+    else:
+        _print_rows(answer.columns, rows)
+
+
+def _print_csv(columns: Sequence[str], rows: list[list[Any]]) -> None:
+    out = click.get_text_stream("stdout")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_cell(v) for v in row] for row in rows)
+    out.flush()
+
+
+def _print_rows(columns: Sequence[str], rows: list[list[Any]]) -> None:
+    from rich.table import Table
+
+    from lousho.cli_support import table_console
+    from lousho.safe_text import safe_text, visible
+
+    console = table_console()
+    view = Table(show_lines=False)
+    for name in columns:
+        view.add_column(safe_text(name), overflow="fold")
+    for row in rows:
+        view.add_row(*(safe_text(_short(visible(_cell(v)))) for v in row))
+    console.print(view)
+    console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
 
 
 def _cell(value: Any) -> str:

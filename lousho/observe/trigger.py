@@ -194,6 +194,15 @@ class CycleModels:
                  ("--editor-model-url", self.editor_model_url), ("--editor-model", self.editor_model))
         return [part for flag, value in pairs if value for part in (flag, value)]
 
+    def validate(self) -> None:
+        """A malformed model URL fails every cycle: refuse it at start (exit 2, LOUSHO_MODELS_CONFIG_INVALID)."""
+        # The models part checks its own inputs, as improve checks --agent's (validate_agent).
+        from lousho.models.client import check_url
+
+        for url in (self.model_url, self.editor_model_url):
+            if url:
+                check_url(url)
+
 
 @dataclass(frozen=True)
 class Window:
@@ -297,11 +306,15 @@ class Trigger:
     ``reader_factory`` returns a fresh read cursor (``SpanStore.reader``); the trigger never writes
     the store. ``stop`` interrupts a query in flight, joins the thread, then stops cycles still
     running (SIGTERM, then SIGKILL): a cycle is the daemon's child and must not outlive it unsupervised.
+    ``on_poll`` is called on the trigger's thread after each completed look at an agent (the daemon
+    counts them in ``/metrics``); it must not block.
     """
 
     def __init__(self, config: TriggerConfig, reader_factory: Callable[[], duckdb.DuckDBPyConnection], *,
-                 sql_timeout_s: float = 30.0, log: Callable[[str], None] = _stderr) -> None:
+                 sql_timeout_s: float = 30.0, log: Callable[[str], None] = _stderr,
+                 on_poll: Callable[[], None] = lambda: None) -> None:
         self.config = config
+        self._on_poll = on_poll
         self._reader_factory = reader_factory
         self._sql_timeout_s = sql_timeout_s
         self._log = log
@@ -340,6 +353,7 @@ class Trigger:
                     break
                 try:
                     self.poll(agent)
+                    self._on_poll()
                 except Exception:
                     # Deliberately broad: one bad poll (a query timeout, a full disk) must not end the
                     # watch; the traceback goes to the daemon's log and the next poll tries again.

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from agent_runs import emit_run
-from daemon_support import sql
+from daemon_support import get, sql
 
-from lousho.cli import run
+from lousho.cli_support import run
 from lousho.observe import instrument
 from lousho.observe.cli import observe
 from lousho.observe.process import DaemonProcess, start_daemon
@@ -127,10 +127,13 @@ class Emitter:
         self.settle()
 
     def settle(self) -> None:
-        """Everything emitted is stored, and the trigger has polled a few times since."""
+        """Everything emitted is stored, and the trigger has finished a look it began after that: an
+        assertion that nothing happened then means the trigger saw the runs, not that it was slow."""
         assert self.provider.force_flush()
         wait_for(lambda: sql(self.daemon.url, "SELECT count(*) AS n FROM runs")[0]["n"] == self.count)
-        time.sleep(5 * float(INTERVAL))
+        # The look in flight now may have read the store before the last runs were committed.
+        seen = trigger_polls(self.daemon.url)
+        wait_for(lambda: trigger_polls(self.daemon.url) >= seen + 2)
 
 
 @pytest.fixture
@@ -144,6 +147,14 @@ def emitter() -> Iterator[Callable[[DaemonProcess], Emitter]]:
     yield make
     for e in made:
         e.provider.shutdown()
+
+
+def trigger_polls(url: str) -> int:
+    """The daemon's count of the trigger's completed looks (``/metrics``)."""
+    reply = get(url, "/metrics")
+    assert reply.status == 200
+    [line] = [line for line in reply.body.decode().splitlines() if line.startswith("lousho_trigger_polls_total ")]
+    return int(line.split()[1])
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:

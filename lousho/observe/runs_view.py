@@ -15,10 +15,12 @@ What makes a run (docs/observe.md, "What makes a run"):
 
 Tokens, cost and calls add up over all of a run's traces; a failing score fails any run.
 
+``runs_select()`` is the definition of the ``runs`` rows. The store answers the name ``runs`` from
+kept tables merged with the spans not yet folded into them (runs_table.py, which reuses
+``RUN_AGGREGATE``); this definition stays the oracle its tests compare against.
 ``runs_select(run_filter)`` narrows the runs *before* the aggregation (the filter is a condition on
 the span columns of the spans that make a run: those with a run id, and the roots of the others,
-e.g. ``agent_name = ?``), so asking for one agent's runs does not aggregate everyone's. The view is
-``runs_select()``.
+e.g. ``agent_name = ?``), so asking for one agent's runs does not aggregate everyone's.
 """
 
 from __future__ import annotations
@@ -104,7 +106,14 @@ WITH candidates AS (
     SELECT trace_id, bool_and(passed) AS passed
     FROM scores WHERE passed IS NOT NULL {verdict_filter}
     GROUP BY trace_id
-), run AS (
+), {run_aggregate}
+"""
+
+
+# The run from its attempts: the CTEs ``attempt`` (one row per run and trace), ``per_trace`` and
+# ``verdict`` (one row per trace) in, one row per run out. The kept runs (runs_table.py) feed it the
+# same CTEs from their partial aggregates.
+RUN_AGGREGATE = """run AS (
     SELECT a.*, t.* EXCLUDE (trace_id),
         CASE WHEN a.implicit THEN t.first_input_text ELSE a.input END AS run_input,
         CASE WHEN a.implicit THEN t.last_output_text ELSE a.output END AS run_output,
@@ -161,11 +170,12 @@ def runs_select(run_filter: str = "") -> str:
     """One row per run; with ``run_filter`` (SQL over span columns), only the runs having a span
     with a run id that matches it. Parameters in the filter bind in the order they appear once."""
     if not run_filter:
-        return _TEMPLATE.format(run_filter="", attempt_filter="", verdict_filter="")
+        return _TEMPLATE.format(run_filter="", attempt_filter="", verdict_filter="", run_aggregate=RUN_AGGREGATE)
     return _TEMPLATE.format(
         run_filter=f"AND ({run_filter})",
         attempt_filter="AND run_id IN (SELECT run_id FROM run_ids)",
         verdict_filter="AND trace_id IN (SELECT trace_id FROM attempt)",
+        run_aggregate=RUN_AGGREGATE,
     )
 
 

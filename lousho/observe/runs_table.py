@@ -10,8 +10,8 @@ sees the kept tables and the watermark of one fold, never half of one.
 
 The view ``runs`` answers what ``runs_view.runs_select()`` answers over every committed span: the kept
 rows of the runs the tail (the rows above the watermark) does not touch, and the runs it touches
-recomputed from their kept parts merged with the tail's partials (``runs_unfolded``). ``sessions`` is
-the same over the sessions. The tail is the rows of the last commits (the fold runs when the writer
+recomputed from their kept parts merged with the tail's partials. ``sessions`` is the same over the
+sessions. The tail is the rows of the last commits (the fold runs when the writer
 idles or the tail passes a bound), so what a query pays for it is bounded.
 
 A span stored twice (possible only if the primary key on ``span_key`` goes) counts once when both
@@ -90,33 +90,35 @@ WITH attempt AS (
 
 # --- the views: kept rows merged with the tail -------------------------------------------------------
 
+# Each CTE used more than once is MATERIALIZED: inlined, DuckDB would plan (and run) it once per use, and
+# planning this SQL is most of what a query over an empty tail costs.
 _TAIL_CTES = f"""
-tail_spans AS ({_TAIL_SPANS}),
+tail_spans AS MATERIALIZED ({_TAIL_SPANS}),
 tail_scores AS ({_TAIL_SCORES}),
 tail_trace AS ({p.trace_batch('tail_spans', 'tail_scores')}),
 tail_attempt AS ({p.attempt_batch('tail_spans')}),
-merged_trace AS (
+merged_trace AS MATERIALIZED (
     SELECT *, {p.implicit_run_id()} AS implicit_run_id FROM (
         SELECT n.trace_id, {p.merged_select(p.TRACE_PARTS, 'o', 'n')}, o.implicit_run_id AS prior_run_id
         FROM tail_trace n LEFT JOIN run_trace_parts o ON o.trace_id = n.trace_id)
 ),
-touched_runs AS (
+touched_runs AS MATERIALIZED (
     SELECT DISTINCT run_id FROM (
         SELECT unnest([prior_run_id, implicit_run_id]) AS run_id FROM merged_trace
         UNION ALL SELECT unnest(run_ids) FROM merged_trace
     ) WHERE run_id IS NOT NULL
 ),
-merged_attempt AS (
+merged_attempt AS MATERIALIZED (
     SELECT n.run_id, n.trace_id, {p.merged_select(p.ATTEMPT_PARTS, 'o', 'n')}
     FROM tail_attempt n LEFT JOIN run_attempt_parts o ON o.run_id = n.run_id AND o.trace_id = n.trace_id
 ),
-attempt_parts AS (
+attempt_parts AS MATERIALIZED (
     SELECT k.* FROM (SELECT {_ATTEMPT_COLUMNS} FROM run_attempt_parts
                      WHERE run_id IN (SELECT run_id FROM touched_runs)) k
     ANTI JOIN merged_attempt m ON m.run_id = k.run_id AND m.trace_id = k.trace_id
     UNION ALL SELECT {_ATTEMPT_COLUMNS} FROM merged_attempt
 ),
-trace_parts AS (
+trace_parts AS MATERIALIZED (
     SELECT k.* FROM (SELECT {_TRACE_COLUMNS}, implicit_run_id FROM run_trace_parts
                      WHERE implicit_run_id IN (SELECT run_id FROM touched_runs)
                         OR trace_id IN (SELECT trace_id FROM attempt_parts)) k
@@ -124,22 +126,24 @@ trace_parts AS (
     UNION ALL SELECT {_TRACE_COLUMNS}, implicit_run_id FROM merged_trace
 )"""
 
-# The runs the tail touches (``touched``: their ids, including runs it makes disappear) and their rows.
-UNFOLDED_IDS_VIEW = f"CREATE OR REPLACE VIEW runs_unfolded_ids AS WITH {_TAIL_CTES} SELECT run_id FROM touched_runs"
-UNFOLDED_VIEW = (
-    f"CREATE OR REPLACE VIEW runs_unfolded AS WITH {_TAIL_CTES} SELECT * FROM ("
-    + runs_from_parts("(SELECT run_id FROM touched_runs)", trace_parts="trace_parts", attempt_parts="attempt_parts")
-    + ")")
-RUNS_VIEW = """CREATE OR REPLACE VIEW runs AS
-SELECT k.* FROM kept_runs k ANTI JOIN runs_unfolded_ids t ON t.run_id = k.run_id
-UNION ALL SELECT * FROM runs_unfolded"""
+# The runs the tail touches (``touched_runs``: including runs it makes disappear), their rows recomputed
+# (``unfolded``), and every run: the kept rows of the others with those (``merged_runs``).
+_RUNS_CTES = f"""{_TAIL_CTES},
+unfolded AS MATERIALIZED (SELECT * FROM ({runs_from_parts("(SELECT run_id FROM touched_runs)",
+                                                           trace_parts="trace_parts", attempt_parts="attempt_parts")})),
+merged_runs AS (
+    SELECT k.* FROM kept_runs k ANTI JOIN touched_runs t ON t.run_id = k.run_id
+    UNION ALL SELECT * FROM unfolded
+)"""
+RUNS_VIEW = f"CREATE OR REPLACE VIEW runs AS WITH {_RUNS_CTES} SELECT * FROM merged_runs"
 SESSIONS_VIEW = f"""CREATE OR REPLACE VIEW sessions AS
-WITH touched AS (
-    SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM runs_unfolded_ids)
-    UNION SELECT conversation_id FROM runs_unfolded
+WITH {_RUNS_CTES},
+touched AS MATERIALIZED (
+    SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)
+    UNION SELECT conversation_id FROM unfolded
 )
 SELECT k.* FROM kept_sessions k ANTI JOIN touched t ON t.conversation_id = k.session_id
-UNION ALL {sessions_select('runs', 'conversation_id IN (SELECT conversation_id FROM touched)')}"""
+UNION ALL {sessions_select('merged_runs', 'conversation_id IN (SELECT conversation_id FROM touched)')}"""
 
 # --- the fold ------------------------------------------------------------------------------------------
 
@@ -311,8 +315,6 @@ MIGRATION: tuple[str, ...] = (
     *_CREATE_KEPT,
     "DROP VIEW sessions",
     "DROP VIEW runs",
-    UNFOLDED_IDS_VIEW,
-    UNFOLDED_VIEW,
     RUNS_VIEW,
     SESSIONS_VIEW,
 )
@@ -320,12 +322,10 @@ MIGRATION: tuple[str, ...] = (
 # Everything kept, made again from the spans and scores by this code's definitions at the next fold:
 # for stores filled by bulk SQL (the query benchmark's), never for the daemon's.
 REBUILD: tuple[str, ...] = (
-    *(f"DROP VIEW IF EXISTS {view}" for view in ("sessions", "runs", "runs_unfolded", "runs_unfolded_ids")),
+    *(f"DROP VIEW IF EXISTS {view}" for view in ("sessions", "runs")),
     *(f"DROP TABLE IF EXISTS {table}" for table in (
         "kept_sessions", "kept_runs", "run_attempt_parts", "run_trace_parts", "runs_fold")),
     *_CREATE_KEPT,
-    UNFOLDED_IDS_VIEW,
-    UNFOLDED_VIEW,
     RUNS_VIEW,
     SESSIONS_VIEW,
 )

@@ -1,5 +1,8 @@
 """Random stores that exercise every rule of what makes a run, as decoded batches (the store's input).
 
+With the checks that ``runs`` and ``sessions`` (and the kept tables, when nothing is unfolded) answer what
+the runs view's definition answers on the same spans.
+
 Traces with a lousho run id (one run over several traces, as a resume makes), traces without one
 (an ``invoke_agent`` root with or without the framework's call id, bare roots, several candidate roots),
 traces mixing both and traces carrying two run ids; spans in every status, with and without tokens,
@@ -9,9 +12,14 @@ end time is distinct, so each "first" and "last" of the runs view has one answer
 
 from __future__ import annotations
 
+import math
 import random
 
+import duckdb
+
 from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
+from lousho.observe.runs_view import runs_select
+from lousho.observe.sessions_view import sessions_select
 
 
 def _span(rng: random.Random, trace: str, span_id: str, parent: str | None, start: int, end: int, *,
@@ -108,3 +116,34 @@ def in_requests(rng: random.Random, spans: list[dict], scores: list[dict], count
         part = order[lo:hi]
         requests.append(decoded(part, [s for row in part for s in by_span.get(row["span_id"], [])]))
     return requests
+
+
+def rows_of(con: duckdb.DuckDBPyConnection, query: str, key: str) -> list[tuple]:
+    rows = con.execute(f"SELECT * FROM ({query}) ORDER BY {key}").fetchall()
+    # Sums of costs may add in another order: equal to the last bits that order can change.
+    return [tuple(round(v, 9) if isinstance(v, float) and not math.isnan(v) else v for v in row) for row in rows]
+
+
+def unfolded(con: duckdb.DuckDBPyConnection) -> int:
+    """How many stored spans are not folded into the kept tables."""
+    return con.execute("SELECT count(*) FROM spans WHERE commit_seq > (SELECT watermark FROM runs_fold)"
+                       ).fetchall()[0][0]
+
+
+def assert_runs_match_the_view(con: duckdb.DuckDBPyConnection) -> None:
+    view = runs_select()
+    assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
+    assert [d[0] for d in con.execute("SELECT * FROM runs LIMIT 0").description] == \
+        [d[0] for d in con.execute(f"SELECT * FROM ({view}) LIMIT 0").description]
+    assert rows_of(con, "SELECT * FROM runs", "run_id") == rows_of(con, view, "run_id")
+    assert rows_of(con, "SELECT * FROM sessions", "session_id") == \
+        rows_of(con, sessions_select(f"({view})"), "session_id")
+
+
+def assert_kept_tables_match_the_view(con: duckdb.DuckDBPyConnection) -> None:
+    """With nothing left unfolded, the kept tables alone are the view's answer."""
+    assert unfolded(con) == 0
+    view = runs_select()
+    assert rows_of(con, "SELECT * FROM kept_runs", "run_id") == rows_of(con, view, "run_id")
+    assert rows_of(con, "SELECT * FROM kept_sessions", "session_id") == \
+        rows_of(con, sessions_select(f"({view})"), "session_id")

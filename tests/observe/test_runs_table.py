@@ -4,50 +4,24 @@ over requests, out of order, re-sent, across a restart, or stored by an older lo
 
 from __future__ import annotations
 
-import math
 import random
 
 import duckdb
 import pyarrow as pa
 import pytest
-from runs_data import decoded, in_requests, random_store
+from runs_data import (
+    assert_kept_tables_match_the_view,
+    assert_runs_match_the_view,
+    decoded,
+    in_requests,
+    random_store,
+    rows_of,
+    unfolded,
+)
 
 from lousho.observe import schema
 from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS
-from lousho.observe.runs_view import runs_select
-from lousho.observe.sessions_view import sessions_select
 from lousho.observe.store import SCORE_SCHEMA, SPAN_SCHEMA, SpanStore
-
-
-def _rows(con: duckdb.DuckDBPyConnection, query: str, key: str) -> list[tuple]:
-    rows = con.execute(f"SELECT * FROM ({query}) ORDER BY {key}").fetchall()
-    # Sums of costs may add in another order: equal to the last bits that order can change.
-    return [tuple(round(v, 9) if isinstance(v, float) and not math.isnan(v) else v for v in row) for row in rows]
-
-
-def _tail(con: duckdb.DuckDBPyConnection) -> int:
-    """How many stored spans are not folded into the kept tables."""
-    return con.execute("SELECT count(*) FROM spans WHERE commit_seq > (SELECT watermark FROM runs_fold)"
-                       ).fetchall()[0][0]
-
-
-def assert_runs_match_the_view(con: duckdb.DuckDBPyConnection) -> None:
-    view = runs_select()
-    assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
-    assert [d[0] for d in con.execute("SELECT * FROM runs LIMIT 0").description] == \
-        [d[0] for d in con.execute(f"SELECT * FROM ({view}) LIMIT 0").description]
-    assert _rows(con, "SELECT * FROM runs", "run_id") == _rows(con, view, "run_id")
-    assert _rows(con, "SELECT * FROM sessions", "session_id") == \
-        _rows(con, sessions_select(f"({view})"), "session_id")
-
-
-def assert_kept_tables_match_the_view(con: duckdb.DuckDBPyConnection) -> None:
-    """With nothing left unfolded, the kept tables alone are the view's answer."""
-    assert _tail(con) == 0
-    view = runs_select()
-    assert _rows(con, "SELECT * FROM kept_runs", "run_id") == _rows(con, view, "run_id")
-    assert _rows(con, "SELECT * FROM kept_sessions", "session_id") == \
-        _rows(con, sessions_select(f"({view})"), "session_id")
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -60,7 +34,7 @@ def test_runs_over_requests_in_any_order_equal_the_view_at_every_fold_point(tmp_
     for number, request in enumerate(requests):
         store.append([request])
         # The first checks a store that is all tail (nothing folded yet), the later ones a tail over kept runs.
-        assert (_tail(con) == con.execute("SELECT count(*) FROM spans").fetchall()[0][0]) == (number < 2)
+        assert (unfolded(con) == con.execute("SELECT count(*) FROM spans").fetchall()[0][0]) == (number < 2)
         assert_runs_match_the_view(con)
         if number == 1 or (number > 1 and rng.random() < 0.4):
             store.fold()
@@ -76,7 +50,7 @@ def test_runs_in_one_group_commit_equal_the_view_before_and_after_the_fold(tmp_p
     store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
     store.append(in_requests(random.Random(11), spans, scores, count=5))
     con = store.reader()
-    assert _tail(con) == len(spans)
+    assert unfolded(con) == len(spans)
     assert_runs_match_the_view(con)
     assert store.fold() == len(spans)
     assert_kept_tables_match_the_view(con)
@@ -110,7 +84,7 @@ def test_a_run_spread_over_kept_and_unfolded_spans_and_its_resumed_trace(tmp_pat
         "passed": False, "time_ns": more["end_ns"], "attributes": "{}"}
     store.append([decoded([more], [score])])
     store.append([decoded([attempt], [])])
-    assert _tail(con) == 2
+    assert unfolded(con) == 2
     assert con.execute("SELECT run_id, attempts, input_tokens, status, passed, error_type, last_trace_id FROM runs"
                        ).fetchall() == [("run-r", 2, 20, "error", False, "timeout", resumed)]
     assert con.execute("SELECT session_id, turns, failed, input_tokens FROM sessions").fetchall() == \
@@ -131,7 +105,7 @@ def test_a_resent_span_counts_once_in_runs_across_requests_and_a_restart(tmp_pat
     store.fold()
     for request in requests[2:]:
         store.append([request])
-    once = _rows(store.reader(), "SELECT * FROM runs", "run_id")
+    once = rows_of(store.reader(), "SELECT * FROM runs", "run_id")
     # The same request twice in one group commit, then again after a restart.
     assert store.append([requests[0], requests[0]]).inserted == 0
     store.close()
@@ -141,7 +115,7 @@ def test_a_resent_span_counts_once_in_runs_across_requests_and_a_restart(tmp_pat
     con = store.reader()
     assert con.execute("SELECT count(*) FROM spans").fetchall() == [(len(spans),)]
     assert con.execute("SELECT count(*) FROM scores").fetchall() == [(len(scores),)]
-    assert _rows(con, "SELECT * FROM runs", "run_id") == once
+    assert rows_of(con, "SELECT * FROM runs", "run_id") == once
     assert_kept_tables_match_the_view(con)  # the restart folded everything
     store.close()
 

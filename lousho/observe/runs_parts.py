@@ -114,7 +114,7 @@ def names(keys: list[str], parts: tuple[Part, ...]) -> str:
 def create_table(table: str, keys: list[str], parts: tuple[Part, ...], extra: str = "") -> str:
     cols = [f"{key} VARCHAR NOT NULL" for key in keys]
     cols += [f"{name} {kind}" for part in parts for name, kind in columns(part)]
-    return f"CREATE TABLE {table} ({', '.join(cols)}{extra}, PRIMARY KEY ({', '.join(keys)}))"
+    return f"CREATE TABLE {table} ({', '.join(cols)}{extra})"
 
 
 def _when(condition: str, expr: str) -> str:
@@ -194,11 +194,6 @@ def merges(part: Part, old_table: str, new_table: str) -> list[tuple[str, str]]:
 def merged_select(parts: tuple[Part, ...], old_table: str, new_table: str) -> str:
     """The merged columns as a SELECT list (``expr AS column``)."""
     return ", ".join(f"{sql} AS {name}" for part in parts for name, sql in merges(part, old_table, new_table))
-
-
-def merged_set(parts: tuple[Part, ...], old_table: str) -> str:
-    """The merged columns as the SET clauses of an ``ON CONFLICT DO UPDATE`` (new values: ``excluded``)."""
-    return ", ".join(f"{name} = {sql}" for part in parts for name, sql in merges(part, old_table, "excluded"))
 
 
 def implicit_run_id(table: str = "") -> str:

@@ -22,8 +22,6 @@ would count twice; the primary key rules that out today.
 from __future__ import annotations
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from lousho.observe import runs_parts as p
 from lousho.observe.runs_view import RUN_AGGREGATE
@@ -37,6 +35,10 @@ _TAIL_SPANS = (f"SELECT DISTINCT ON (span_key) {', '.join(p.SPAN_INPUTS)} FROM s
                f"WHERE commit_seq > {_WATERMARK}")
 _TAIL_SCORES = (f"SELECT DISTINCT ON (span_key, seq) trace_id, passed FROM scores "
                 f"WHERE commit_seq > {_WATERMARK}")
+# The views name the watermark as a literal, re-made by each fold (``views``): DuckDB then knows from the
+# column's statistics that nothing is above it when the tail is empty and plans the merge away, where a
+# subquery left it estimating a fifth of the spans and joining the parts tables whole.
+_WATERMARK_LITERAL = "{watermark}"
 
 
 def _implicit_attempts(trace_parts: str, runs: str | None) -> str:
@@ -90,53 +92,56 @@ WITH attempt AS (
 
 # --- the views: kept rows merged with the tail -------------------------------------------------------
 
-# Each CTE used more than once is MATERIALIZED: inlined, DuckDB would plan (and run) it once per use, and
-# planning this SQL is most of what a query over an empty tail costs.
-_TAIL_CTES = f"""
-tail_spans AS MATERIALIZED ({_TAIL_SPANS}),
-tail_scores AS ({_TAIL_SCORES}),
-tail_trace AS ({p.trace_batch('tail_spans', 'tail_scores')}),
-tail_attempt AS ({p.attempt_batch('tail_spans')}),
-merged_trace AS MATERIALIZED (
+# The steps from the tail to the rows of the runs it touches, in order: (name, SQL, materialized). The views
+# run them as CTEs; the fold as temporary tables of those names, then writes them into the kept tables. Each
+# CTE used more than once is MATERIALIZED: inlined, DuckDB would plan (and run) it once per use.
+_STEPS: tuple[tuple[str, str, bool], ...] = (
+    ("tail_spans", _TAIL_SPANS.replace(_WATERMARK, _WATERMARK_LITERAL), True),
+    ("tail_scores", _TAIL_SCORES.replace(_WATERMARK, _WATERMARK_LITERAL), False),
+    ("tail_trace", p.trace_batch("tail_spans", "tail_scores"), False),
+    ("tail_attempt", p.attempt_batch("tail_spans"), False),
+    # Per trace the tail touches: its kept parts merged with the tail's, and the implicit run it was
+    # (``prior_run_id``) and is now.
+    ("merged_trace", f"""
     SELECT *, {p.implicit_run_id()} AS implicit_run_id FROM (
         SELECT n.trace_id, {p.merged_select(p.TRACE_PARTS, 'o', 'n')}, o.implicit_run_id AS prior_run_id
-        FROM tail_trace n LEFT JOIN run_trace_parts o ON o.trace_id = n.trace_id)
-),
-touched_runs AS MATERIALIZED (
+        FROM tail_trace n LEFT JOIN run_trace_parts o ON o.trace_id = n.trace_id)""", True),
+    # including runs the tail makes disappear (an implicit run whose trace now has a run id)
+    ("touched_runs", """
     SELECT DISTINCT run_id FROM (
         SELECT unnest([prior_run_id, implicit_run_id]) AS run_id FROM merged_trace
         UNION ALL SELECT unnest(run_ids) FROM merged_trace
-    ) WHERE run_id IS NOT NULL
-),
-merged_attempt AS MATERIALIZED (
+    ) WHERE run_id IS NOT NULL""", True),
+    ("merged_attempt", f"""
     SELECT n.run_id, n.trace_id, {p.merged_select(p.ATTEMPT_PARTS, 'o', 'n')}
-    FROM tail_attempt n LEFT JOIN run_attempt_parts o ON o.run_id = n.run_id AND o.trace_id = n.trace_id
-),
-attempt_parts AS MATERIALIZED (
+    FROM tail_attempt n LEFT JOIN run_attempt_parts o ON o.run_id = n.run_id AND o.trace_id = n.trace_id""", True),
+    # Every part of the touched runs, kept or merged.
+    ("attempt_parts", f"""
     SELECT k.* FROM (SELECT {_ATTEMPT_COLUMNS} FROM run_attempt_parts
                      WHERE run_id IN (SELECT run_id FROM touched_runs)) k
     ANTI JOIN merged_attempt m ON m.run_id = k.run_id AND m.trace_id = k.trace_id
-    UNION ALL SELECT {_ATTEMPT_COLUMNS} FROM merged_attempt
-),
-trace_parts AS MATERIALIZED (
+    UNION ALL SELECT {_ATTEMPT_COLUMNS} FROM merged_attempt""", True),
+    ("trace_parts", f"""
     SELECT k.* FROM (SELECT {_TRACE_COLUMNS}, implicit_run_id FROM run_trace_parts
                      WHERE implicit_run_id IN (SELECT run_id FROM touched_runs)
                         OR trace_id IN (SELECT trace_id FROM attempt_parts)) k
     ANTI JOIN merged_trace m ON m.trace_id = k.trace_id
-    UNION ALL SELECT {_TRACE_COLUMNS}, implicit_run_id FROM merged_trace
-)"""
+    UNION ALL SELECT {_TRACE_COLUMNS}, implicit_run_id FROM merged_trace""", True),
+    # The touched runs' rows.
+    ("unfolded", "SELECT * FROM (" + runs_from_parts("(SELECT run_id FROM touched_runs)", trace_parts="trace_parts",
+                                                     attempt_parts="attempt_parts") + ")", True),
+)
+_TAIL_CTES = ",\n".join(f"{name} AS {'MATERIALIZED ' if materialized else ''}({sql})"
+                         for name, sql, materialized in _STEPS)
 
-# The runs the tail touches (``touched_runs``: including runs it makes disappear), their rows recomputed
-# (``unfolded``), and every run: the kept rows of the others with those (``merged_runs``).
+# Every run: the kept rows of the runs the tail does not touch, and the recomputed rows of the others.
 _RUNS_CTES = f"""{_TAIL_CTES},
-unfolded AS MATERIALIZED (SELECT * FROM ({runs_from_parts("(SELECT run_id FROM touched_runs)",
-                                                           trace_parts="trace_parts", attempt_parts="attempt_parts")})),
 merged_runs AS (
     SELECT k.* FROM kept_runs k ANTI JOIN touched_runs t ON t.run_id = k.run_id
     UNION ALL SELECT * FROM unfolded
 )"""
-RUNS_VIEW = f"CREATE OR REPLACE VIEW runs AS WITH {_RUNS_CTES} SELECT * FROM merged_runs"
-SESSIONS_VIEW = f"""CREATE OR REPLACE VIEW sessions AS
+_RUNS_VIEW = f"CREATE OR REPLACE VIEW runs AS WITH {_RUNS_CTES} SELECT * FROM merged_runs"
+_SESSIONS_VIEW = f"""CREATE OR REPLACE VIEW sessions AS
 WITH {_RUNS_CTES},
 touched AS MATERIALIZED (
     SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)
@@ -145,57 +150,32 @@ touched AS MATERIALIZED (
 SELECT k.* FROM kept_sessions k ANTI JOIN touched t ON t.conversation_id = k.session_id
 UNION ALL {sessions_select('merged_runs', 'conversation_id IN (SELECT conversation_id FROM touched)')}"""
 
+
+def views(watermark: int) -> tuple[str, str]:
+    """The statements making the ``runs`` and ``sessions`` views for the kept tables at ``watermark``."""
+    return tuple(view.replace(_WATERMARK_LITERAL, str(int(watermark))) for view in (_RUNS_VIEW, _SESSIONS_VIEW))
+
 # --- the fold ------------------------------------------------------------------------------------------
 
-# What a fold says about each trace it touched: the runs it was part of before (``prior_run_id``, an
-# implicit run it may no longer be) and is part of now.
-_TRACE_RETURNING = "RETURNING trace_id, prior_run_id, implicit_run_id, run_ids"
-
-
-def _merged(name: str) -> str:
-    """The SQL of part ``name``'s value after a DO UPDATE merge (SET clauses see the old values)."""
-    part = next(x for x in p.TRACE_PARTS if x.name == name)
-    return dict(p.merges(part, "run_trace_parts", "excluded"))[name]
-
-
-_MERGED_IMPLICIT_RUN_ID = (
-    f"CASE WHEN NOT coalesce({_merged('has_run_id')}, false) AND {_merged('heads')} IS NOT NULL "
-    f"THEN coalesce(CASE WHEN {_merged('inv_n')} > 0 THEN {_merged('inv_call_id')} "
-    f"ELSE {_merged('root_call_id')} END, run_trace_parts.trace_id) END")
-_FOLD_TRACE_BATCH = p.trace_batch("new_spans", "new_scores")
-_INSERT_NEW_TRACES = (f"INSERT INTO run_trace_parts ({_TRACE_COLUMNS}, implicit_run_id) "
-                      f"SELECT *, {p.implicit_run_id()} FROM ({_FOLD_TRACE_BATCH}) "
-                      f"ON CONFLICT DO NOTHING {_TRACE_RETURNING}")
-# Only traces already kept: DuckDB's DO UPDATE costs several times a plain insert, even for new keys.
-_MERGE_KNOWN_TRACES = (f"INSERT INTO run_trace_parts ({_TRACE_COLUMNS}) "
-                       f"SELECT * FROM ({_FOLD_TRACE_BATCH}) "
-                       "WHERE trace_id NOT IN (SELECT trace_id FROM new_traces) "
-                       f"ON CONFLICT DO UPDATE SET {p.merged_set(p.TRACE_PARTS, 'run_trace_parts')}, "
-                       f"prior_run_id = run_trace_parts.implicit_run_id, implicit_run_id = {_MERGED_IMPLICIT_RUN_ID} "
-                       f"{_TRACE_RETURNING}")
-_FOLD_ATTEMPT_BATCH = p.attempt_batch("new_spans")
-_INSERT_NEW_ATTEMPTS = (f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) {_FOLD_ATTEMPT_BATCH} "
-                        "ON CONFLICT DO NOTHING RETURNING run_id, trace_id")
-_MERGE_KNOWN_ATTEMPTS = (
-    f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) SELECT * FROM ({_FOLD_ATTEMPT_BATCH}) "
-    "WHERE (run_id, trace_id) NOT IN (SELECT (run_id, trace_id) FROM new_attempts) "
-    f"ON CONFLICT DO UPDATE SET {p.merged_set(p.ATTEMPT_PARTS, 'run_attempt_parts')}")
-_TOUCHED_RUNS = """
-SELECT DISTINCT run_id FROM (
-    SELECT unnest([prior_run_id, implicit_run_id]) AS run_id FROM touched_traces
-    UNION ALL
-    SELECT unnest(run_ids) FROM touched_traces
-) WHERE run_id IS NOT NULL
-"""
-_NO_SCORES = pa.schema([("trace_id", pa.string()), ("passed", pa.bool_())])
-
-
-def _sql_list(values: list[str]) -> str:
-    """Values as a list of SQL string literals: an ``IN`` over it is an index lookup, where an ``IN``
-    over a relation scans the whole table."""
-    if not values:
-        return "(NULL)"
-    return "(" + ", ".join("'" + value.replace("'", "''") + "'" for value in values) + ")"
+_TOUCHED_SESSIONS = """
+SELECT DISTINCT conversation_id FROM (
+    SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)
+    UNION ALL SELECT conversation_id FROM unfolded
+) WHERE conversation_id IS NOT NULL"""
+# The kept rows the tail replaces, then their replacements: what the views compute, written down.
+_WRITE_FOLD = (
+    "DELETE FROM run_trace_parts WHERE trace_id IN (SELECT trace_id FROM merged_trace)",
+    f"INSERT INTO run_trace_parts ({_TRACE_COLUMNS}, prior_run_id, implicit_run_id) "
+    f"SELECT {_TRACE_COLUMNS}, prior_run_id, implicit_run_id FROM merged_trace",
+    "DELETE FROM run_attempt_parts USING merged_attempt m "
+    "WHERE run_attempt_parts.run_id = m.run_id AND run_attempt_parts.trace_id = m.trace_id",
+    f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} FROM merged_attempt",
+    "DELETE FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)",
+    "INSERT INTO kept_runs SELECT * FROM unfolded",
+    "DELETE FROM kept_sessions WHERE session_id IN (SELECT conversation_id FROM touched_sessions)",
+    "INSERT INTO kept_sessions " + sessions_select(
+        "kept_runs", "conversation_id IN (SELECT conversation_id FROM touched_sessions)"),
+)
 
 
 def fold(con: duckdb.DuckDBPyConnection) -> int:
@@ -210,15 +190,11 @@ def fold(con: duckdb.DuckDBPyConnection) -> int:
         if high is None:
             con.execute("COMMIT")
             return 0
-        if watermark < 0:
-            folded = _build(con)
-        else:
-            spans = con.sql(_TAIL_SPANS).to_arrow_table()
-            scores = con.sql(_TAIL_SCORES).to_arrow_table()
-            _refresh(con, spans, scores)
-            folded = spans.num_rows
+        folded = _build(con) if watermark < 0 else _fold_tail(con, watermark)
         # Rows above ``high`` committed after this transaction began: the next fold takes them.
         con.execute("UPDATE runs_fold SET watermark = ?", [high])
+        for statement in views(high):
+            con.execute(statement)
         con.execute("COMMIT")
     except BaseException:
         try:
@@ -229,49 +205,20 @@ def fold(con: duckdb.DuckDBPyConnection) -> int:
     return folded
 
 
-def _refresh(con: duckdb.DuckDBPyConnection, spans: pa.Table, scores: pa.Table) -> None:
-    """Merge ``spans`` and ``scores`` into the parts, then recompute the runs and sessions they touched."""
-    con.register("new_spans", spans)
-    con.register("new_scores", scores)
+def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int) -> int:
+    """The views' steps over the tail as temporary tables, then written into the kept tables."""
+    names = [name for name, _, _ in _STEPS] + ["touched_sessions"]
     try:
-        touched = [con.sql(_INSERT_NEW_TRACES).to_arrow_table()]
-        traces = pc.count_distinct(pa.chunked_array(spans["trace_id"].chunks + scores["trace_id"].chunks,
-                                                    type=pa.string())).as_py()
-        if touched[0].num_rows < traces:
-            con.register("new_traces", touched[0])
-            touched.append(con.sql(_MERGE_KNOWN_TRACES).to_arrow_table())
-        attempts = spans.select(["run_id", "trace_id"]).filter(pc.is_valid(spans["run_id"]))
-        if attempts.num_rows:
-            new_attempts = con.sql(_INSERT_NEW_ATTEMPTS).to_arrow_table()
-            if new_attempts.num_rows < attempts.group_by(["run_id", "trace_id"]).aggregate([]).num_rows:
-                con.register("new_attempts", new_attempts)
-                con.execute(_MERGE_KNOWN_ATTEMPTS)
-        touched_traces = pa.concat_tables(touched, promote_options="permissive")
-        con.register("touched_traces", touched_traces)
-        _recompute(con, touched_traces)
+        for name, sql, _ in _STEPS:
+            con.execute(f"CREATE TEMP TABLE {name} AS {sql.replace(_WATERMARK_LITERAL, str(int(watermark)))}")
+        con.execute(f"CREATE TEMP TABLE touched_sessions AS {_TOUCHED_SESSIONS}")
+        folded = int(con.execute("SELECT count(*) FROM tail_spans").fetchall()[0][0])
+        for statement in _WRITE_FOLD:
+            con.execute(statement)
     finally:
-        for name in ("new_spans", "new_scores", "new_traces", "new_attempts", "touched_traces"):
-            con.unregister(name)
-
-
-def _recompute(con: duckdb.DuckDBPyConnection, touched_traces: pa.Table) -> None:
-    runs = _sql_list(con.sql(_TOUCHED_RUNS).to_arrow_table()["run_id"].to_pylist())
-    # Only the kinds of run these traces make: each branch of the recompute costs a few ms even empty.
-    explicit = touched_traces["run_ids"].null_count < touched_traces.num_rows
-    implicit = (touched_traces["implicit_run_id"].null_count < touched_traces.num_rows
-                or touched_traces["prior_run_id"].null_count < touched_traces.num_rows)
-    traces = con.sql(f"SELECT trace_id FROM run_attempt_parts WHERE run_id IN {runs} UNION "
-                     f"SELECT trace_id FROM run_trace_parts WHERE implicit_run_id IN {runs}").to_arrow_table()
-    removed = con.sql(f"DELETE FROM kept_runs WHERE run_id IN {runs} RETURNING conversation_id").to_arrow_table()
-    added = []
-    if explicit or implicit:
-        query = runs_from_parts(runs, _sql_list(traces["trace_id"].to_pylist()), explicit=explicit, implicit=implicit)
-        added.append(con.sql(f"INSERT INTO kept_runs {query} RETURNING conversation_id").to_arrow_table())
-    sessions = pc.unique(pa.concat_tables([removed, *added])["conversation_id"]).drop_null().to_pylist()
-    if sessions:
-        listed = _sql_list(sessions)
-        con.execute(f"DELETE FROM kept_sessions WHERE session_id IN {listed}")
-        con.execute("INSERT INTO kept_sessions " + sessions_select("kept_runs", f"conversation_id IN {listed}"))
+        for name in reversed(names):
+            con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+    return folded
 
 
 def _build(con: duckdb.DuckDBPyConnection) -> int:
@@ -280,8 +227,8 @@ def _build(con: duckdb.DuckDBPyConnection) -> int:
     con.execute(f"CREATE TEMP TABLE new_scores AS {_TAIL_SCORES}")
     try:
         con.execute(f"INSERT INTO run_trace_parts ({_TRACE_COLUMNS}, implicit_run_id) "
-                    f"SELECT *, {p.implicit_run_id()} FROM ({_FOLD_TRACE_BATCH})")
-        con.execute(f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) {_FOLD_ATTEMPT_BATCH}")
+                    f"SELECT *, {p.implicit_run_id()} FROM ({p.trace_batch('new_spans', 'new_scores')})")
+        con.execute(f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) {p.attempt_batch('new_spans')}")
         con.execute(f"INSERT INTO kept_runs {runs_from_parts()}")
         con.execute("INSERT INTO kept_sessions " + sessions_select("kept_runs"))
         return int(con.execute("SELECT count(*) FROM new_spans").fetchall()[0][0])
@@ -292,12 +239,11 @@ def _build(con: duckdb.DuckDBPyConnection) -> int:
 
 # --- the schema -----------------------------------------------------------------------------------------
 
+# The parts have no key nor index: the fold finds what it replaces by hash joins with the tail, and an index
+# would only cost at each insert.
 _CREATE_KEPT = (
     p.create_table("run_trace_parts", p.TRACE_KEYS, p.TRACE_PARTS, ", prior_run_id VARCHAR, implicit_run_id VARCHAR"),
     p.create_table("run_attempt_parts", p.ATTEMPT_KEYS, p.ATTEMPT_PARTS),
-    # What a fold looks up by value (the _sql_list lists): each an index, not a scan.
-    "CREATE INDEX run_trace_parts_implicit_run_id ON run_trace_parts (implicit_run_id)",
-    "CREATE INDEX run_attempt_parts_run_id ON run_attempt_parts (run_id)",
     f"CREATE TABLE kept_runs AS SELECT * FROM ({runs_from_parts()}) LIMIT 0",
     f"CREATE TABLE kept_sessions AS SELECT * FROM ({sessions_select('kept_runs')}) LIMIT 0",
     "CREATE INDEX kept_runs_run_id ON kept_runs (run_id)",
@@ -315,8 +261,7 @@ MIGRATION: tuple[str, ...] = (
     *_CREATE_KEPT,
     "DROP VIEW sessions",
     "DROP VIEW runs",
-    RUNS_VIEW,
-    SESSIONS_VIEW,
+    *views(-1),
 )
 
 # Everything kept, made again from the spans and scores by this code's definitions at the next fold:
@@ -326,6 +271,5 @@ REBUILD: tuple[str, ...] = (
     *(f"DROP TABLE IF EXISTS {table}" for table in (
         "kept_sessions", "kept_runs", "run_attempt_parts", "run_trace_parts", "runs_fold")),
     *_CREATE_KEPT,
-    RUNS_VIEW,
-    SESSIONS_VIEW,
+    *views(-1),
 )

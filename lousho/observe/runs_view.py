@@ -179,28 +179,19 @@ def runs_select(run_filter: str = "") -> str:
     )
 
 
-# How far back `newest_runs_queries` looks first, then wider: the newest runs are found without
-# aggregating the whole store, and the answer is exact because the last window is everything.
-NEWEST_WINDOWS_NS = tuple(h * 3_600_000_000_000 for h in (1, 24, 24 * 7, 24 * 30)) + (None,)
-
-
 def newest_runs_queries(newest_ns: int, columns: str, *, agent: str | None = None, revision: str | None = None,
                         failed: bool = False, limit: int) -> Iterator[tuple[str, list[Any]]]:
-    """The query for the ``limit`` newest runs (of ``agent``, ``revision``; only failed ones with ``failed``),
-    one per widening time window before ``newest_ns``, each narrowed before it aggregates. The caller runs
-    them in order and stops at the first that returns ``limit`` rows (or the last)."""
-    for window in NEWEST_WINDOWS_NS:
-        since = newest_ns - window if window is not None else -(2**63)
-        span_filter, params = ["start_ns >= ?"], [since]
-        post, post_params = ["started_ns >= ?"], [since]
-        for column, post_column, value in (("agent_name", "agent", agent),
-                                           ("harness_revision", "harness_revision", revision)):
-            if value:
-                span_filter.append(f"{column} = ?")
-                params.append(value)
-                post.append(f"{post_column} = ?")
-                post_params.append(value)
-        if failed:
-            post.append("(status = 'error' OR passed = false)")
-        yield (f"SELECT {columns} FROM ({runs_select(' AND '.join(span_filter))}) WHERE {' AND '.join(post)} "
-               "ORDER BY started_ns DESC, run_id LIMIT ?", [*params, *post_params, limit])
+    """The query for the ``limit`` newest runs (of ``agent``, ``revision``; only failed ones with ``failed``).
+
+    The callers run the queries in order and stop at the first that returns ``limit`` rows (or the last):
+    that was a widening time window each, narrowed before it aggregated. ``runs`` is kept now
+    (runs_table.py), so one query over it is the answer, whatever ``newest_ns``."""
+    where, params = ["true"], []
+    for column, value in (("agent", agent), ("harness_revision", revision)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if failed:
+        where.append("(status = 'error' OR passed = false)")
+    yield (f"SELECT {columns} FROM runs WHERE {' AND '.join(where)} ORDER BY started_ns DESC, run_id LIMIT ?",
+           [*params, limit])

@@ -168,12 +168,18 @@ class SpanStore:
     def checkpoint(self) -> None:
         if self.damaged is not None:
             return  # nothing to fold in: DuckDB refuses every statement on an invalidated database
+        # DuckDB refuses a CHECKPOINT while the fold's transaction is open. The writer checkpoints when
+        # idle, as the fold runs: rather than keep the next commit waiting behind a fold, skip this one
+        # (the WAL keeps everything; the next idle moment, or closing the database, checkpoints).
+        if not self._fold.lock.acquire(blocking=False):
+            return
         try:
-            with self._fold.lock:  # DuckDB refuses a CHECKPOINT while the fold's transaction is open
-                self._con.execute("CHECKPOINT")
+            self._con.execute("CHECKPOINT")
         except duckdb.Error as e:
             self._note_damage(e)
             raise
+        finally:
+            self._fold.lock.release()
 
     def fold(self) -> int:
         """Fold everything committed now; returns the spans folded."""

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tails", default="1000,5000,20000,50000", help="spans per fold, comma-separated")
     args = p.parse_args(argv)
     source, _ = query.ensure_store(args.runs, False)
-    query.drop_tail(source)
+    query.fold_tail(source)
     copy = source.with_name(f"fold-{os.getpid()}.duckdb")
     shutil.copyfile(source, copy)
     print(f"store {source} ({args.runs:,} runs), copied to {copy}; load {os.getloadavg()[0]:.1f}")

@@ -5,13 +5,15 @@ A store of ``--runs`` runs (default 1,000,000, about 10,000,000 spans) is genera
 DuckDB, into the real ``spans`` and ``scores`` tables that ``SpanStore`` creates, then the kept
 tables are built from them by the store's own SQL (``runs_table.REBUILD``, then a fold), so the
 schema and the runs are the daemon's. Every query is timed twice: with nothing unfolded, and with a
-tail of ``--tail`` spans (``--tail`` new runs' spans committed after the last fold, as the daemon
-has between two folds), which is removed again afterwards. Each run is one trace: an ``invoke_agent`` root carrying
-the run attributes, 1 to 8 steps of ``chat`` + ``execute_tool``, and one pass/fail score; about 20% of
-runs fail (a quarter of those in an error status). The file is cached under ``.lousho/bench/``, keyed
-by size, generator and the tables' SQL; a change to the derived tables' SQL rebuilds them on the
-cached file instead of regenerating the spans. ``lousho runs --failed --limit 50`` is also timed as a
-process, start-up included, against a daemon serving the store.
+tail of ``--tail`` spans (new runs' spans committed after the last fold, as the daemon has between
+two folds), which is folded afterwards (the cached store grows by those runs).
+
+Each run is one trace: an ``invoke_agent`` root carrying the run attributes, 1 to 8 steps of
+``chat`` + ``execute_tool``, and one pass/fail score; about 20% of runs fail (a quarter of those in
+an error status). The file is cached under ``.lousho/bench/``, keyed by size, generator and the
+tables' SQL; a change to the derived tables' SQL rebuilds them on the cached file instead of
+regenerating the spans. ``lousho runs --failed --limit 50`` is also timed as a process, start-up
+included, against a daemon serving the store.
 
 Each query is timed the way readers run it (``lousho.observe.connect(path)``: a read-only open,
 Arrow then Polars), median of ``--repeats`` after one warm-up, as a ratio to its limit (1 s). When
@@ -288,15 +290,14 @@ def ensure_store(runs: int, quiet: bool, rebuild: bool = False) -> tuple[Path, f
     return path, time.perf_counter() - started
 
 
-TAIL_SEQ = 1  # the generated store is commit 0, folded; the tail is one later commit
-
-
-def drop_tail(path: Path) -> None:
-    """Remove a tail (left by an interrupted run too): the store is its folded part again."""
+def fold_tail(path: Path) -> None:
+    """Fold what is unfolded (a tail this script added, or one an interrupted run left): the store is all
+    kept again, and the spans' statistics end at the watermark, as after the daemon's fold (deleting the
+    tail instead would leave the statistics above it, and every query paying for a tail that is not
+    there)."""
     con = duckdb.connect(str(path))
     try:
-        con.execute("DELETE FROM spans WHERE commit_seq >= ?", [TAIL_SEQ])
-        con.execute("DELETE FROM scores WHERE commit_seq >= ?", [TAIL_SEQ])
+        runs_table.fold(con)
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -306,14 +307,15 @@ def add_tail(path: Path, runs: int, spans: int) -> int:
     """Commit new runs after the last fold until ``spans`` spans are unfolded; returns how many."""
     con = duckdb.connect(str(path))
     try:
+        seq = con.execute("SELECT watermark + 1 FROM runs_fold").fetchall()[0][0]
         con.execute("BEGIN")
         # about 10 spans a run: ask for a few more runs than needed, then cut at ``spans``
-        con.execute(_INSERT_SPANS, [runs, runs + spans // 8, TAIL_SEQ])
-        con.execute(_INSERT_SCORES, [runs, runs + spans // 8, TAIL_SEQ])
+        con.execute(_INSERT_SPANS, [runs, runs + spans // 8, seq])
+        con.execute(_INSERT_SCORES, [runs, runs + spans // 8, seq])
         con.execute("DELETE FROM spans WHERE commit_seq = ? AND trace_id NOT IN (SELECT DISTINCT trace_id FROM "
-                    "spans WHERE commit_seq = ? ORDER BY trace_id LIMIT ?)", [TAIL_SEQ, TAIL_SEQ, spans // 10])
+                    "spans WHERE commit_seq = ? ORDER BY trace_id LIMIT ?)", [seq, seq, spans // 10])
         con.execute("DELETE FROM scores WHERE commit_seq = ? AND trace_id NOT IN (SELECT trace_id FROM spans "
-                    "WHERE commit_seq = ?)", [TAIL_SEQ, TAIL_SEQ])
+                    "WHERE commit_seq = ?)", [seq, seq])
         con.execute("COMMIT")
         count = con.execute("SELECT count(*) FROM spans WHERE commit_seq > (SELECT watermark FROM runs_fold)"
                             ).fetchall()[0][0]
@@ -596,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     path, generated_s = ensure_store(args.runs, args.json, args.rebuild)
-    drop_tail(path)
+    fold_tail(path)
     store = describe_store(path)
     generated = "" if generated_s is None else f", generated in {generated_s:.0f} s"
     common.say(args.json, f"store {path} ({store['spans']:,} spans, {store['runs']:,} runs, "
@@ -622,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
             common.say(args.json, f"with {doc['tail_spans']:,} spans unfolded:")
             results += time_all(path, ctx, args.repeats, args.json, "_tail")
         finally:
-            drop_tail(path)
+            fold_tail(path)
     doc["timings"] = results
     # What else ran meanwhile (other sessions' tests, say): the timings are as good as this is small.
     machine_after, own_after, wall = common.machine_cpu_s(), os.times(), time.perf_counter() - wall_before

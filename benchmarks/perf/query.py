@@ -1,19 +1,24 @@
-"""Reader queries over a large store: the ``runs`` view and what ``lousho runs`` asks of it.
+"""Reader queries over a large store: ``runs`` (kept tables merged with the unfolded tail) and what
+``lousho runs``, the page, the monitor and ``cases_from_failures`` ask of it.
 
 A store of ``--runs`` runs (default 1,000,000, about 10,000,000 spans) is generated directly in
-DuckDB, into the real ``spans`` and ``scores`` tables that ``SpanStore`` creates, so the schema and
-the ``runs`` view are the daemon's. Each run is one trace: an ``invoke_agent`` root carrying the run
-attributes, 1 to 8 steps of ``chat`` + ``execute_tool``, and one pass/fail score; about 20% of runs
-fail (a quarter of those in an error status). The file is cached under ``.lousho/bench/``, keyed by
-size, generator and the tables' SQL; views hold no data, so a changed view is re-applied to the
-cached file instead of regenerating it.
+DuckDB, into the real ``spans`` and ``scores`` tables that ``SpanStore`` creates, then the kept
+tables are built from them by the store's own SQL (``runs_table.REBUILD``, then a fold), so the
+schema and the runs are the daemon's. Every query is timed twice: with nothing unfolded, and with a
+tail of ``--tail`` spans (new runs' spans committed after the last fold, as the daemon has between
+two folds), which is folded afterwards (the cached store grows by those runs).
+
+Each run is one trace: an ``invoke_agent`` root carrying the run attributes, 1 to 8 steps of
+``chat`` + ``execute_tool``, and one pass/fail score; about 20% of runs fail (a quarter of those in
+an error status). The file is cached under ``.lousho/bench/``, keyed by size, generator and the
+tables' SQL; a change to the derived tables' SQL rebuilds them on the cached file instead of
+regenerating the spans. ``lousho runs --failed --limit 50`` is also timed as a process, start-up
+included, against a daemon serving the store.
 
 Each query is timed the way readers run it (``lousho.observe.connect(path)``: a read-only open,
 Arrow then Polars), median of ``--repeats`` after one warm-up, as a ratio to its limit (1 s). When
-one is over, the script shows where the time goes (EXPLAIN ANALYZE's profile) and times, with
-their answers checked against the view's: rewrites of the view (inline ``WITH runs AS (...)``),
-the CLI's questions asked through ``runs_select(filter)`` so they narrow before aggregating, and the
-view kept as a table. All of it on the read-only connection: lousho/ itself is never touched.
+one is over, the script shows where the time goes (EXPLAIN ANALYZE's profile). All of it on the
+read-only connection: lousho/ itself is never touched.
 
 The hook for more timings is ``TIMINGS`` (name, description, callable taking the client and a
 context, limit). ``analysis.cases_from_failures`` is timed too when that module is importable.
@@ -26,6 +31,8 @@ import hashlib
 import json
 import os
 import re
+import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -36,13 +43,14 @@ from typing import Any
 import _common as common
 import duckdb
 
-from lousho.observe import connect, schema
+from lousho.observe import connect, runs_table, schema
 from lousho.observe.cli import RUN_COLUMNS, newest_runs
 from lousho.observe.client import StoreClient
-from lousho.observe.runs_view import runs_select
+from lousho.observe.process import start_daemon
+from lousho.observe.runs_view import newest_runs_queries
 from lousho.observe.store import SpanStore, open_read_only
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 LIMIT_S = 1.0
 CHUNK_RUNS = 100_000
 RUN_GAP_NS = 2_600_000_000  # a run every 2.6 s: 1M runs cover about a month
@@ -60,6 +68,12 @@ def _is_view(statement: str) -> bool:
     return " VIEW " in statement.upper()
 
 
+def _is_data(statement: str) -> bool:
+    """A statement shaping the spans and scores tables (the generated data), not what derives from them."""
+    return statement.startswith(("CREATE TABLE spans", "CREATE TABLE scores", "ALTER TABLE spans",
+                                 "ALTER TABLE scores", "\nCREATE TABLE spans", "\nCREATE TABLE scores"))
+
+
 def _digest(parts: list[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
@@ -67,23 +81,25 @@ def _digest(parts: list[str]) -> str:
 def cache_path(runs: int) -> Path:
     """The cached store for ``runs``, keyed by size, generator and the tables' SQL. Views hold no
     data: a changed view is re-applied to the cached file (``refresh_views``), not regenerated."""
-    tables = [s for s in _statements() if not _is_view(s)]
+    tables = [s for s in _statements() if _is_data(s)]
     digest = _digest([str(GENERATOR_VERSION), *tables])
     return common.BENCH_DIR / f"query-{runs}-runs-{digest}.duckdb"
 
 
-def refresh_views(path: Path) -> bool:
-    """Make the cached file's views the current code's (its migrations' view statements, in
-    order); a sidecar holds the digest of what was applied. Returns whether anything changed."""
-    views = [s for s in _statements() if _is_view(s)]
-    marker = path.with_name(path.name + ".views")
-    wanted = _digest(views)
+def refresh_derived(path: Path) -> bool:
+    """Make the cached file's kept runs and sessions the current code's: rebuilt from its spans when
+    the SQL that derives them changed (a sidecar holds the digest of what was applied)."""
+    marker = path.with_name(path.name + ".derived")
+    wanted = _digest([*runs_table.MIGRATION, *runs_table.REBUILD])
     if marker.exists() and marker.read_text().strip() == wanted:
         return False
     con = duckdb.connect(str(path))
     try:
-        for statement in views:
+        con.execute("BEGIN")
+        for statement in runs_table.REBUILD:
             con.execute(statement)
+        con.execute("COMMIT")
+        runs_table.fold(con)
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -208,7 +224,8 @@ SELECT
     CASE WHEN is_chat THEN 'reported' END AS cost_source,
     NULL AS skill_name,
     NULL AS input_text,
-    NULL AS output_text
+    NULL AS output_text,
+    ?::BIGINT AS commit_seq
 FROM t
 """
 
@@ -231,7 +248,8 @@ SELECT
     CASE WHEN failed THEN '{"gen_ai.evaluation.name":"tests","gen_ai.evaluation.score.value":0.0,'
         || '"gen_ai.evaluation.score.label":"fail","lousho.check.failed":"test_rounding"}'
         ELSE '{"gen_ai.evaluation.name":"tests","gen_ai.evaluation.score.value":1.0,'
-        || '"gen_ai.evaluation.score.label":"pass"}' END AS attributes
+        || '"gen_ai.evaluation.score.label":"pass"}' END AS attributes,
+    ?::BIGINT AS commit_seq
 FROM runs
 """
 
@@ -240,23 +258,25 @@ def ensure_store(runs: int, quiet: bool, rebuild: bool = False) -> tuple[Path, f
     """The cached store for ``runs``, generated when missing; returns it and the generation time."""
     path = cache_path(runs)
     if path.exists() and not rebuild:
-        if refresh_views(path):
-            common.say(quiet, "  the runs view changed in the code: re-applied it to the cached store")
+        started = time.perf_counter()
+        if refresh_derived(path):
+            common.say(quiet, f"  the runs table's SQL changed in the code: rebuilt it on the cached store "
+                       f"({time.perf_counter() - started:.0f} s)")
         return path, None
     common.BENCH_DIR.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     for stale in (partial, partial.with_name(partial.name + ".wal")):
         stale.unlink(missing_ok=True)
     started = time.perf_counter()
-    store = SpanStore(partial)  # the real schema: tables, keys and the runs view
+    store = SpanStore(partial)  # the real schema: tables, keys and the kept runs
     store.close()
     con = duckdb.connect(str(partial))
     try:
         for lo in range(0, runs, CHUNK_RUNS):
             hi = min(lo + CHUNK_RUNS, runs)
             con.execute("BEGIN")
-            con.execute(_INSERT_SPANS, [lo, hi])
-            con.execute(_INSERT_SCORES, [lo, hi])
+            con.execute(_INSERT_SPANS, [lo, hi, 0])
+            con.execute(_INSERT_SCORES, [lo, hi, 0])
             con.execute("COMMIT")
             common.say(quiet, f"  generated runs {hi:,}/{runs:,} "
                        f"({time.perf_counter() - started:.0f} s)")
@@ -265,9 +285,44 @@ def ensure_store(runs: int, quiet: bool, rebuild: bool = False) -> tuple[Path, f
         con.close()
     os.replace(partial, path)
     partial.with_name(partial.name + ".wal").unlink(missing_ok=True)
-    path.with_name(path.name + ".views").unlink(missing_ok=True)
-    refresh_views(path)
+    path.with_name(path.name + ".derived").unlink(missing_ok=True)
+    refresh_derived(path)
     return path, time.perf_counter() - started
+
+
+def fold_tail(path: Path) -> None:
+    """Fold what is unfolded (a tail this script added, or one an interrupted run left): the store is all
+    kept again, and the spans' statistics end at the watermark, as after the daemon's fold (deleting the
+    tail instead would leave the statistics above it, and every query paying for a tail that is not
+    there)."""
+    con = duckdb.connect(str(path))
+    try:
+        runs_table.fold(con)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def add_tail(path: Path, runs: int, spans: int) -> int:
+    """Commit new runs after the last fold until ``spans`` spans are unfolded; returns how many."""
+    con = duckdb.connect(str(path))
+    try:
+        seq = con.execute("SELECT watermark + 1 FROM runs_fold").fetchall()[0][0]
+        con.execute("BEGIN")
+        # about 10 spans a run: ask for a few more runs than needed, then cut at ``spans``
+        con.execute(_INSERT_SPANS, [runs, runs + spans // 8, seq])
+        con.execute(_INSERT_SCORES, [runs, runs + spans // 8, seq])
+        con.execute("DELETE FROM spans WHERE commit_seq = ? AND trace_id NOT IN (SELECT DISTINCT trace_id FROM "
+                    "spans WHERE commit_seq = ? ORDER BY trace_id LIMIT ?)", [seq, seq, spans // 10])
+        con.execute("DELETE FROM scores WHERE commit_seq = ? AND trace_id NOT IN (SELECT trace_id FROM spans "
+                    "WHERE commit_seq = ?)", [seq, seq])
+        con.execute("COMMIT")
+        count = con.execute("SELECT count(*) FROM spans WHERE commit_seq > (SELECT watermark FROM runs_fold)"
+                            ).fetchall()[0][0]
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return int(count)
 
 
 def describe_store(path: Path) -> dict[str, Any]:
@@ -311,12 +366,10 @@ def _sql(query: str, params: Callable[[dict[str, Any]], list[Any]] | None = None
 FAILED_LIST = (f"SELECT {RUN_COLUMNS} FROM runs WHERE (status = 'error' OR passed = false) "
                "ORDER BY started_ns DESC LIMIT ?")
 ONE_RUN = f"SELECT {RUN_COLUMNS}, input, output FROM runs WHERE run_id = ?"
-# What `lousho runs show` asks now: the one run, narrowed before the aggregation.
-ONE_RUN_NARROWED = f"SELECT {RUN_COLUMNS}, input, output FROM ({runs_select('run_id = ?')})"
 
 
 def _cli_failed_50(client: StoreClient, ctx: dict[str, Any]) -> int:
-    """`lousho runs --failed --limit 50` as the CLI asks it (cli.newest_runs: a widening window)."""
+    """`lousho runs --failed --limit 50` as the CLI asks it (cli.newest_runs)."""
     return newest_runs(client, agent=None, failed=True, limit=50).height
 
 
@@ -324,7 +377,7 @@ def _runs_show(client: StoreClient, ctx: dict[str, Any]) -> int:
     """All three queries of ``lousho runs show RUN_ID`` (cli.runs_show)."""
     run_id = ctx["run_id"]
     traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ?"
-    rows = client.sql(ONE_RUN_NARROWED, [run_id]).height
+    rows = client.sql(ONE_RUN, [run_id]).height
     rows += client.sql(
         "SELECT trace_id, span_id, parent_span_id, name, operation, status_code, "
         "status_message, start_ns, duration_ns, input_tokens, output_tokens, tool_name, "
@@ -337,16 +390,46 @@ def _runs_show(client: StoreClient, ctx: dict[str, Any]) -> int:
 
 # The hook: append a Timing here and it is timed, reported and compared with its limit like the
 # others (``timings()`` adds cases_from_failures when it can be imported).
+def _page_runs(client: StoreClient, ctx: dict[str, Any]) -> int:
+    """The page's runs list of one agent (page_data.newest_runs: newest 50)."""
+    newest = client.sql("SELECT max(start_ns) AS ns FROM spans")["ns"][0]
+    for query, params in newest_runs_queries(newest, RUN_COLUMNS, agent=common.AGENTS[0], limit=50):
+        rows = client.sql(query, params).height
+        if rows >= 50:
+            break
+    return rows
+
+
+def _pass_rate(client: StoreClient, ctx: dict[str, Any]) -> int:
+    """An agent's pass rate per revision: analysis.runs, then analysis.pass_rates."""
+    from lousho.analysis.frames import pass_rates, runs
+
+    return pass_rates(runs(client, common.AGENTS[0])).height
+
+
+def _monitor(client: StoreClient, ctx: dict[str, Any]) -> int:
+    """The regression trigger's poll of one agent (trigger._LIVE_RUNS: its live revision's newest runs)."""
+    from lousho.observe.trigger import _LIVE_RUNS
+
+    return client.sql(_LIVE_RUNS, [common.AGENTS[0], 40]).height
+
+
 TIMINGS: list[Timing] = [
-    Timing("a_runs_aggregate", "the runs view, fully aggregated",
+    Timing("a_runs_aggregate", "the runs table, fully aggregated",
            _sql("SELECT count(*), avg(passed::INT), sum(input_tokens) FROM runs")),
     Timing("b_runs_failed_50", "`lousho runs --failed --limit 50` (cli.newest_runs)", _cli_failed_50),
     Timing("c_failed_by_agent_revision", "failed runs by agent and revision",
            _sql("SELECT agent, harness_revision, count(*) FROM runs "
                 "WHERE status = 'error' OR passed = false GROUP BY ALL")),
     Timing("d_one_run", "one run by id (`lousho runs show`'s summary query)",
-           _sql(ONE_RUN_NARROWED, lambda ctx: [ctx["run_id"]])),
+           _sql(ONE_RUN, lambda ctx: [ctx["run_id"]])),
     Timing("e_runs_show", "`lousho runs show RUN_ID`: summary, span tree and scores", _runs_show),
+    Timing("g_page_runs", f"the page's runs list of {common.AGENTS[0]!r} (newest 50)", _page_runs),
+    Timing("h_pass_rate", f"{common.AGENTS[0]!r}'s pass rate per revision (analysis.runs + pass_rates)",
+           _pass_rate),
+    Timing("i_monitor_poll", f"the regression trigger's poll of {common.AGENTS[0]!r}", _monitor),
+    Timing("j_sessions", "the sessions table, fully aggregated",
+           _sql("SELECT count(*), sum(turns), avg(pass_rate) FROM sessions")),
 ]
 
 
@@ -361,6 +444,53 @@ def _cases_from_failures() -> Timing | None:
         return cases_from_failures(client, common.AGENTS[0], revision="live").height
 
     return Timing("f_cases_from_failures", f"analysis.cases_from_failures({common.AGENTS[0]!r}, live)", run)
+
+
+CLI_LIMIT_S = 0.3
+CLI_ARGS = ("runs", "--failed", "--limit", "50")
+
+
+def time_cli(path: Path, repeats: int) -> dict[str, Any]:
+    """`lousho runs --failed --limit 50` as a user runs it: a new process each time, start-up included,
+    against a daemon serving the store; median wall time of ``repeats`` after a warm-up."""
+    script = Path(sys.executable).with_name("lousho")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "lousho"]
+    daemon = start_daemon(path)
+    try:
+        argv = [*command, *CLI_ARGS, "--url", daemon.url]
+        subprocess.run(argv, check=True, capture_output=True, timeout=60)
+        samples, cpu = [], []
+        for _ in range(repeats):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True, timeout=60)
+            samples.append(time.perf_counter() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    finally:
+        daemon.stop()
+    med = common.median(samples)
+    return {"name": "k_cli_runs_failed_50_process", "description": "`lousho runs --failed --limit 50`, "
+            "a new process against the daemon, start-up included", "rows": 50, "median_s": med,
+            "min_s": min(samples), "max_s": max(samples), "samples_s": samples, "limit_s": CLI_LIMIT_S,
+            "ratio_to_limit": med / CLI_LIMIT_S,
+            # The process's own CPU time: what the wall time is on an idle machine, give or take I/O.
+            "cpu_median_s": common.median(cpu)}
+
+
+def time_all(path: Path, ctx: dict[str, Any], repeats: int, quiet: bool, suffix: str) -> list[dict[str, Any]]:
+    results = []
+    client = connect(path)
+    try:
+        for timing in timings():
+            result = time_one(timing, client, ctx, repeats)
+            result["name"] += suffix
+            results.append(result)
+            common.say(quiet, f"  {result['name']:<33} {result['median_s']:8.3f} s  "
+                       f"({result['ratio_to_limit']:.2f}x the {timing.limit_s:g} s limit)")
+    finally:
+        client.close()
+    return results
 
 
 def timings() -> list[Timing]:
@@ -436,247 +566,13 @@ def _detail(extra: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def view_sql() -> str:
-    """The runs view's SELECT as the store defines it (the last migration statement creating it)."""
-    text = ""
-    for statement in _statements():
-        if re.search(r"VIEW\s+runs\s+AS", statement):
-            text = statement
-    return re.split(r"VIEW\s+runs\s+AS", text, maxsplit=1)[1].strip()
-
-
 AGGREGATE = "SELECT count(*), avg(passed::INT), sum(input_tokens) FROM runs"
-BY_AGENT = ("SELECT agent, harness_revision, count(*) FROM runs "
-            "WHERE status = 'error' OR passed = false GROUP BY ALL ORDER BY ALL")
-# A fingerprint of every column of every run, to check that a rewrite answers as the view does.
-FINGERPRINT = (
-    "SELECT count(*), sum(hash(run_id, agent, harness_revision, case_id, conversation_id, run_kind, "
-    "attempts, started_ns, ended_at, status, error_type, error_message, input, output, input_tokens, "
-    "output_tokens, round(cost_usd, 9), model_calls, tool_calls, model, passed, probe, healed_from, "
-    "traffic_arm, last_trace_id)) FROM runs"
-)
-
-# A rewrite of the view: one scan and one GROUP BY trace_id of spans gives both each trace's totals
-# and its root's fields (the earliest span carrying a run id), instead of grouping the run-carrying
-# spans by (run_id, trace_id), grouping every span by trace_id again, and joining the two. Same
-# answer while a trace carries one run id (each attempt is its own trace); checked below.
-ONE_PASS_VIEW = """
-WITH per_trace AS (
-    SELECT trace_id,
-        arg_min(run_id, start_ns) FILTER (WHERE run_id IS NOT NULL) AS run_id,
-        min(start_ns) FILTER (WHERE run_id IS NOT NULL) AS start_ns,
-""" + "".join(
-    f"        arg_min({c}, start_ns) FILTER (WHERE run_id IS NOT NULL) AS {c},\n"
-    for c in ("agent_name", "harness_revision", "case_id", "conversation_id", "run_kind", "healed_from",
-              "probe", "traffic_arm", "status_code", "status_message", "error_type", "input", "output")
-) + """        max(end_ns) AS end_ns,
-        sum(input_tokens) AS input_tokens,
-        sum(output_tokens) AS output_tokens,
-        sum(cost_usd) AS cost_usd,
-        count(*) FILTER (WHERE operation IN ('chat', 'text_completion', 'generate_content'))
-            AS model_calls,
-        count(*) FILTER (WHERE operation = 'execute_tool') AS tool_calls,
-        any_value(agent_name) AS any_agent,
-        any_value(request_model) AS any_model,
-        arg_max(error_type, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_type,
-        arg_max(status_message, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_message
-    FROM spans
-    GROUP BY trace_id
-    HAVING count(run_id) > 0
-), verdict AS (
-    SELECT trace_id, bool_and(passed) AS passed
-    FROM scores WHERE passed IS NOT NULL
-    GROUP BY trace_id
-)
-SELECT
-    a.run_id,
-    arg_max(coalesce(a.agent_name, a.any_agent), a.start_ns) AS agent,
-    arg_max(a.harness_revision, a.start_ns) AS harness_revision,
-    arg_max(a.case_id, a.start_ns) AS case_id,
-    arg_max(a.conversation_id, a.start_ns) AS conversation_id,
-    arg_max(a.run_kind, a.start_ns) AS run_kind,
-    count(*) AS attempts,
-    make_timestamp(min(a.start_ns) // 1000) AS started_at,
-    make_timestamp(max(a.end_ns) // 1000) AS ended_at,
-    (max(a.end_ns) - min(a.start_ns)) / 1e9 AS duration_s,
-    CASE WHEN arg_max(a.status_code, a.start_ns) = 'ERROR' THEN 'error' ELSE 'ok' END AS status,
-    arg_max_null(coalesce(a.error_type, a.last_error_type), a.start_ns) AS error_type,
-    arg_max_null(coalesce(a.status_message, a.last_error_message), a.start_ns) AS error_message,
-    arg_min(a.input, a.start_ns) AS input,
-    arg_max_null(a.output, a.start_ns) AS output,
-    sum(a.input_tokens) AS input_tokens,
-    sum(a.output_tokens) AS output_tokens,
-    sum(a.cost_usd) AS cost_usd,
-    sum(a.model_calls) AS model_calls,
-    sum(a.tool_calls) AS tool_calls,
-    arg_max(a.any_model, a.start_ns) AS model,
-    arg_max(v.passed, a.start_ns) FILTER (WHERE v.passed IS NOT NULL) AS passed,
-    coalesce(bool_or(a.probe), false) AS probe,
-    arg_max(a.healed_from, a.start_ns) AS healed_from,
-    arg_max(a.traffic_arm, a.start_ns) AS traffic_arm,
-    arg_max(a.trace_id, a.start_ns) AS last_trace_id,
-    min(a.start_ns) AS started_ns
-FROM per_trace a
-LEFT JOIN verdict v USING (trace_id)
-GROUP BY a.run_id
-"""
-
-_SEMI_JOIN = re.compile(r"\n[ \t]*WHERE trace_id IN \(SELECT trace_id FROM "
-                        r"(?:attempt|spans WHERE run_id IS NOT NULL)\)[ \t]*\n")
-
-
-def _no_semi_join() -> str | None:
-    """The view without per_trace's ``WHERE trace_id IN (...)``: the inner join with the attempts
-    drops the traces without a run anyway, and here it costs a hash build plus 10M probes."""
-    body, n = _SEMI_JOIN.subn("\n", view_sql())
-    return body if n == 1 else None
-
-
-REWRITES: dict[str, Callable[[], str | None]] = {
-    "no_trace_semi_join": _no_semi_join,
-    "one_pass_per_trace": lambda: ONE_PASS_VIEW,
-}
-
-
-def _median_time(
-    con: duckdb.DuckDBPyConnection, query: str, params: list[Any], repeats: int
-) -> tuple[float, list]:
-    rows = con.execute(query, params).fetchall()  # warm-up
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        con.execute(query, params).fetchall()
-        samples.append(time.perf_counter() - started)
-    return common.median(samples), rows
-
-
-def time_rewrites(path: Path, repeats: int) -> list[dict[str, Any]]:
-    """Each candidate view, inline as ``WITH runs AS (...)``, on queries a, b and c, with answers
-    checked against the view's. Candidates take turns within each repeat, so a busy spell on the
-    machine costs them alike rather than whichever ran then."""
-    outers = {"a_runs_aggregate": (AGGREGATE, []), "b_runs_failed_50": (FAILED_LIST, [50]),
-              "c_failed_by_agent_revision": (BY_AGENT, [])}
-    candidates: dict[str, str] = {}
-    out: list[dict[str, Any]] = []
-    for name, build in [("view_as_defined", view_sql), *REWRITES.items()]:
-        body = build()
-        if body is None:
-            out.append({"name": name, "skipped": "does not apply to the current view"})
-        else:
-            candidates[name] = body
-    con = open_read_only(path)
-    try:
-        answers: dict[str, list[Any]] = {name: [] for name in candidates}
-        samples: dict[tuple[str, str], list[float]] = {}
-        for outer_name, (outer, params) in outers.items():
-            for name, body in candidates.items():  # warm-up, and the answer to compare
-                answers[name].append(con.execute(f"WITH runs AS ({body}) {outer}", params).fetchall())
-            for _ in range(repeats):
-                for name, body in candidates.items():
-                    started = time.perf_counter()
-                    con.execute(f"WITH runs AS ({body}) {outer}", params).fetchall()
-                    samples.setdefault((name, outer_name), []).append(time.perf_counter() - started)
-        for name, body in candidates.items():
-            answers[name].append(con.execute(f"WITH runs AS ({body}) {FINGERPRINT}").fetchall())
-    finally:
-        con.close()
-    expected = answers.get("view_as_defined")
-    for name in candidates:
-        entry: dict[str, Any] = {"name": name}
-        for outer_name in outers:
-            entry[outer_name + "_s"] = common.median(samples[(name, outer_name)])
-        entry["same_result"] = answers[name] == expected
-        out.append(entry)
-    return out
-
-
-def _runs_select() -> Callable[[str], str] | None:
-    try:
-        from lousho.observe.runs_view import runs_select
-    except ImportError:
-        return None
-    return runs_select
-
-
-def time_narrowed(path: Path, repeats: int, ctx: dict[str, Any]) -> dict[str, Any]:
-    """b and d asked as ``runs_select(filter)`` (lousho.observe.runs_view), which narrows the runs
-    before aggregating, instead of filtering the whole view; answers checked against the view."""
-    runs_select = _runs_select()
-    if runs_select is None:
-        return {"skipped": "lousho.observe.runs_view.runs_select is not there"}
-    con = open_read_only(path)
-    out: dict[str, Any] = {}
-    try:
-        one = f"SELECT {RUN_COLUMNS}, input, output FROM ({runs_select('run_id = ?')})"
-        out["d_one_run_s"], got = _median_time(con, one, [ctx["run_id"]], repeats)
-        out["d_same_result"] = got == con.execute(ONE_RUN, [ctx["run_id"]]).fetchall()
-        newest = con.execute("SELECT max(start_ns) FROM spans WHERE run_id IS NOT NULL").fetchall()[0][0]
-
-        def newest_failed() -> list[tuple]:
-            # Widen a window back from the newest run until it holds 50 failed runs that started in
-            # it: those are then the 50 newest. Exact; the last step is the whole store.
-            for hours in (1, 24, 24 * 7, 24 * 30, None):
-                since = newest - hours * 3_600_000_000_000 if hours else -(2**63)
-                rows = con.execute(
-                    f"SELECT {RUN_COLUMNS} FROM ({runs_select('start_ns >= ?')}) "
-                    "WHERE (status = 'error' OR passed = false) AND started_ns >= ? "
-                    "ORDER BY started_ns DESC LIMIT 50", [since, since]).fetchall()
-                if len(rows) == 50 or hours is None:
-                    return rows
-            return []
-
-        newest_failed()
-        samples = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            got = newest_failed()
-            samples.append(time.perf_counter() - started)
-        out["b_runs_failed_50_s"] = common.median(samples)
-        out["b_same_result"] = got == con.execute(FAILED_LIST, [50]).fetchall()
-        recent = [r[0] for r in con.execute(
-            "SELECT run_id FROM spans WHERE run_id IS NOT NULL ORDER BY start_ns DESC LIMIT 1000").fetchall()]
-        out["refresh_1000_newest_runs_s"], _ = _median_time(
-            con, f"SELECT * FROM ({runs_select('run_id IN (SELECT unnest(?::VARCHAR[]))')})", [recent],
-            repeats)
-    finally:
-        con.close()
-    return out
-
-
-def materialized(path: Path, repeats: int, ctx: dict[str, Any]) -> dict[str, Any]:
-    """The runs view kept as a table (DESIGN §3 allows it): build once, then each query on it."""
-    con = open_read_only(path)
-    try:
-        started = time.perf_counter()
-        con.execute("CREATE TEMP TABLE runs_table AS SELECT * FROM runs")
-        out: dict[str, Any] = {"build_s": time.perf_counter() - started}
-        queries = {
-            "a_runs_aggregate": (AGGREGATE, []),
-            "b_runs_failed_50": (FAILED_LIST, [50]),
-            "c_failed_by_agent_revision": (BY_AGENT, []),
-            "d_one_run": (ONE_RUN, [ctx["run_id"]]),
-        }
-        for name, (query, params) in queries.items():
-            on_table = re.sub(r"\bFROM runs\b", "FROM runs_table", query)
-            out[name + "_s"], _ = _median_time(con, on_table, params, repeats)
-    finally:
-        con.close()
-    return out
-
-
-def investigate(path: Path, repeats: int, ctx: dict[str, Any], quiet: bool) -> dict[str, Any]:
-    common.say(quiet, "some reader query is over its limit: EXPLAIN ANALYZE and rewrites ...")
-    out: dict[str, Any] = {
+def investigate(path: Path, quiet: bool) -> dict[str, Any]:
+    common.say(quiet, "some reader query is over its limit: EXPLAIN ANALYZE ...")
+    return {
         "explain_aggregate": explain(path, AGGREGATE),
         "explain_failed_50": explain(path, FAILED_LIST.replace("LIMIT ?", "LIMIT 50")),
     }
-    common.say(quiet, "  view rewrites ...")
-    out["rewrites"] = time_rewrites(path, repeats)
-    common.say(quiet, "  narrowed queries ...")
-    out["narrowed"] = time_narrowed(path, repeats, ctx)
-    common.say(quiet, "  runs kept as a table ...")
-    out["materialized"] = materialized(path, repeats, ctx)
-    return out
 
 
 # --- main ---
@@ -688,13 +584,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=1_000_000, help="runs in the store (about 10 spans each)")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats after one warm-up; median quoted")
     p.add_argument("--rebuild", action="store_true", help="regenerate the cached store")
+    p.add_argument("--tail", type=int, default=20_000, help="unfolded spans for the second round (0: none)")
     p.add_argument("--no-explain", dest="explain", action="store_false",
-                   help="skip EXPLAIN ANALYZE and the rewrites when a query is over its limit")
-    p.add_argument("--investigate-repeats", type=int, default=2,
-                   help="timed repeats of each rewrite and alternative")
+                   help="skip EXPLAIN ANALYZE when a query is over its limit")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = p.parse_args(argv)
-    if args.runs < 1 or args.repeats < 1 or args.investigate_repeats < 1:
+    if args.runs < 1 or args.repeats < 1:
         p.error("--runs and --repeats must be positive")
     return args
 
@@ -703,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     path, generated_s = ensure_store(args.runs, args.json, args.rebuild)
+    fold_tail(path)
     store = describe_store(path)
     generated = "" if generated_s is None else f", generated in {generated_s:.0f} s"
     common.say(args.json, f"store {path} ({store['spans']:,} spans, {store['runs']:,} runs, "
@@ -715,15 +611,20 @@ def main(argv: list[str] | None = None) -> int:
     }
     results = []
     machine_before, own_before, wall_before = common.machine_cpu_s(), os.times(), time.perf_counter()
-    client = connect(path)
-    try:
-        for timing in timings():
-            result = time_one(timing, client, ctx, args.repeats)
-            results.append(result)
-            common.say(args.json, f"  {timing.name:<28} {result['median_s']:8.3f} s  "
-                       f"({result['ratio_to_limit']:.2f}x the {timing.limit_s:g} s limit)")
-    finally:
-        client.close()
+    common.say(args.json, "nothing unfolded:")
+    results += time_all(path, ctx, args.repeats, args.json, "")
+    # The CLI's daemon folds at start: timed only with nothing to fold.
+    result = time_cli(path, args.repeats)
+    results.append(result)
+    common.say(args.json, f"  {result['name']:<28} {result['median_s']:8.3f} s  "
+               f"({result['ratio_to_limit']:.2f}x the {CLI_LIMIT_S:g} s limit; {result['cpu_median_s']:.3f} s CPU)")
+    if args.tail:
+        try:
+            doc["tail_spans"] = add_tail(path, store["runs"], args.tail)
+            common.say(args.json, f"with {doc['tail_spans']:,} spans unfolded:")
+            results += time_all(path, ctx, args.repeats, args.json, "_tail")
+        finally:
+            fold_tail(path)
     doc["timings"] = results
     # What else ran meanwhile (other sessions' tests, say): the timings are as good as this is small.
     machine_after, own_after, wall = common.machine_cpu_s(), os.times(), time.perf_counter() - wall_before
@@ -731,8 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     doc["own_cpu_cores"] = own / wall
     doc["other_cpu_cores"] = max(0.0, (machine_after["busy"] - machine_before["busy"] - own) / wall)
     doc["steal_cpu_cores"] = (machine_after["steal"] - machine_before["steal"]) / wall
-    if args.explain and any(r["ratio_to_limit"] > 1 for r in results):
-        doc["investigation"] = investigate(path, args.investigate_repeats, ctx, args.json)
+    if args.explain and any(r["ratio_to_limit"] > 1 for r in results if r["name"] != "k_cli_runs_failed_50_process"):
+        doc["investigation"] = investigate(path, args.json)
     doc["total_s"] = time.perf_counter() - started
     if args.json:
         common.emit_json(doc)
@@ -744,12 +645,13 @@ def main(argv: list[str] | None = None) -> int:
 def print_report(doc: dict[str, Any]) -> None:
     s = doc["store"]
     print()
-    print(f"lousho runs view over {s['runs']:,} runs / {s['spans']:,} spans ({s['file_mib']:.0f} MiB), "
+    print(f"lousho runs table over {s['runs']:,} runs / {s['spans']:,} spans ({s['file_mib']:.0f} MiB), "
           f"read-only via lousho.observe.connect; median of {doc['repeats']} after a warm-up")
     for r in doc["timings"]:
         flag = "over" if r["ratio_to_limit"] > 1 else "ok"
-        print(f"  {r['name']:<28} {r['median_s']:8.3f} s  {r['ratio_to_limit']:6.2f}x limit  {flag:<4} "
-              f"{r['description']}")
+        cpu = f" ({r['cpu_median_s']:.3f} s CPU)" if "cpu_median_s" in r else ""
+        print(f"  {r['name']:<33} {r['median_s']:8.3f} s  {r['ratio_to_limit']:6.2f}x limit  {flag:<4} "
+              f"{r['description']}{cpu}")
     print(f"  during these timings: this process {doc['own_cpu_cores']:.2f} cores, the rest of the machine "
           f"{doc['other_cpu_cores']:.2f} cores busy, {doc['steal_cpu_cores']:.2f} stolen by the hypervisor")
     if "investigation" in doc:
@@ -766,31 +668,6 @@ def print_investigation(inv: dict[str, Any]) -> None:
         for f in e["top"][:8]:
             print(f"    {f['seconds']:7.2f} s {f['share']:6.1%}  {f['operator']:<16} rows={f['rows']:<9} "
                   f"{f['detail'][:100]}")
-    print("  the view rewritten (inline WITH runs AS (...)), seconds for a / b / c:")
-    base = next((r for r in inv["rewrites"] if r["name"] == "view_as_defined"), None)
-    for r in inv["rewrites"]:
-        if "skipped" in r:
-            print(f"    {r['name']:<22} skipped: {r['skipped']}")
-            continue
-        keys = ("a_runs_aggregate_s", "b_runs_failed_50_s", "c_failed_by_agent_revision_s")
-        times = [r[k] for k in keys]
-        speed = ""
-        if base is not None and r is not base:
-            ratios = [base[k] / t for k, t in zip(keys, times, strict=True)]
-            speed = "  speedup " + " / ".join(f"{x:.2f}x" for x in ratios)
-        print(f"    {r['name']:<22} " + " / ".join(f"{t:6.3f}" for t in times)
-              + f"  same answers: {r['same_result']}{speed}")
-    n = inv["narrowed"]
-    if "skipped" in n:
-        print(f"  narrowed before aggregating: skipped: {n['skipped']}")
-    else:
-        print(f"  narrowed before aggregating (runs_select(filter)): d by run_id {n['d_one_run_s']:.3f} s "
-              f"(same: {n['d_same_result']}); b via a widening time window {n['b_runs_failed_50_s']:.3f} s "
-              f"(same: {n['b_same_result']}); re-aggregating the 1,000 newest runs "
-              f"{n['refresh_1000_newest_runs_s']:.3f} s")
-    m = inv["materialized"]
-    print(f"  runs kept as a table: built in {m['build_s']:.2f} s; then "
-          + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in m.items() if k != "build_s"))
 
 
 if __name__ == "__main__":

@@ -84,12 +84,10 @@ def cases_from_failures(
         if resolved is None:
             return _empty(store, _CASES, agent)
         revision = resolved
-    query = _CASES.format(
-        runs=runs_select("agent_name = ? AND harness_revision = ?"),
-        failed=_FAILED,
-        having="HAVING count(*) >= 2" if recurring_only else "",
-    )
-    return store.sql(query, [agent, revision, agent, revision])
+    # ``runs`` is kept (runs_table.py): its rows filtered, not the agent's spans aggregated.
+    query = _CASES.format(runs="SELECT * FROM runs", failed=_FAILED,
+                          having="HAVING count(*) >= 2" if recurring_only else "")
+    return store.sql(query, [agent, revision])
 
 
 def cases_from_recoveries(store: StoreClient, agent: str, held_out: Iterable[str] = ()) -> pl.DataFrame:

@@ -13,7 +13,6 @@ import polars as pl
 
 from lousho.analysis.stats import pass_hat_k_arrays, wilson_arrays
 from lousho.observe.client import StoreClient
-from lousho.observe.runs_view import runs_select
 
 LIVE = "live"
 
@@ -36,38 +35,30 @@ def runs(
         revision = live_revision(store, agent)
         if revision is None:
             return _empty_runs(store)
-    span_filter, params = [], []
+    # ``runs`` is kept (runs_table.py): filtering its rows costs less than aggregating even a few runs.
     post_filter, post_params = [], []
     if agent is not None:
-        span_filter.append("agent_name = ?")
-        params.append(agent)
         post_filter.append("agent = ?")
         post_params.append(agent)
     if revision is not None:
-        span_filter.append("harness_revision = ?")
-        params.append(revision)
         post_filter.append("harness_revision = ?")
         post_params.append(revision)
     if since is not None:
-        since_ns = _ns(since)
-        span_filter.append("start_ns >= ?")
-        params.append(since_ns)
         post_filter.append("started_ns >= ?")
-        post_params.append(since_ns)
+        post_params.append(_ns(since))
     if not include_probes:
         post_filter.append("NOT probe")
     where = f"WHERE {' AND '.join(post_filter)}" if post_filter else ""
-    query = f"SELECT * FROM ({runs_select(' AND '.join(span_filter))}) {where} ORDER BY started_ns, run_id"
-    return store.sql(query, params + post_params)
+    return store.sql(f"SELECT * FROM runs {where} ORDER BY started_ns, run_id", post_params)
 
 
 def live_revision(store: StoreClient, agent: str) -> str | None:
     """The newest harness revision the agent's non-probe runs used; None when it has none."""
     # Over the runs, not the spans with a lousho run id: a run may be any GenAI trace (runs_view).
     frame = store.sql(
-        f"SELECT arg_max(harness_revision, started_ns) AS revision FROM ({runs_select('agent_name = ?')}) "
+        "SELECT arg_max(harness_revision, started_ns) AS revision FROM runs "
         "WHERE agent = ? AND harness_revision IS NOT NULL AND NOT probe",
-        [agent, agent],
+        [agent],
     )
     return frame["revision"][0] if frame.height else None
 

@@ -15,10 +15,12 @@ What makes a run (docs/observe.md, "What makes a run"):
 
 Tokens, cost and calls add up over all of a run's traces; a failing score fails any run.
 
+``runs_select()`` is the definition of the ``runs`` rows. The store answers the name ``runs`` from
+kept tables merged with the spans not yet folded into them (runs_table.py, which reuses
+``RUN_AGGREGATE``); this definition stays the oracle its tests compare against.
 ``runs_select(run_filter)`` narrows the runs *before* the aggregation (the filter is a condition on
 the span columns of the spans that make a run: those with a run id, and the roots of the others,
-e.g. ``agent_name = ?``), so asking for one agent's runs does not aggregate everyone's. The view is
-``runs_select()``.
+e.g. ``agent_name = ?``), so asking for one agent's runs does not aggregate everyone's.
 """
 
 from __future__ import annotations
@@ -104,7 +106,14 @@ WITH candidates AS (
     SELECT trace_id, bool_and(passed) AS passed
     FROM scores WHERE passed IS NOT NULL {verdict_filter}
     GROUP BY trace_id
-), run AS (
+), {run_aggregate}
+"""
+
+
+# The run from its attempts: the CTEs ``attempt`` (one row per run and trace), ``per_trace`` and
+# ``verdict`` (one row per trace) in, one row per run out. The kept runs (runs_table.py) feed it the
+# same CTEs from their partial aggregates.
+RUN_AGGREGATE = """run AS (
     SELECT a.*, t.* EXCLUDE (trace_id),
         CASE WHEN a.implicit THEN t.first_input_text ELSE a.input END AS run_input,
         CASE WHEN a.implicit THEN t.last_output_text ELSE a.output END AS run_output,
@@ -161,36 +170,28 @@ def runs_select(run_filter: str = "") -> str:
     """One row per run; with ``run_filter`` (SQL over span columns), only the runs having a span
     with a run id that matches it. Parameters in the filter bind in the order they appear once."""
     if not run_filter:
-        return _TEMPLATE.format(run_filter="", attempt_filter="", verdict_filter="")
+        return _TEMPLATE.format(run_filter="", attempt_filter="", verdict_filter="", run_aggregate=RUN_AGGREGATE)
     return _TEMPLATE.format(
         run_filter=f"AND ({run_filter})",
         attempt_filter="AND run_id IN (SELECT run_id FROM run_ids)",
         verdict_filter="AND trace_id IN (SELECT trace_id FROM attempt)",
+        run_aggregate=RUN_AGGREGATE,
     )
-
-
-# How far back `newest_runs_queries` looks first, then wider: the newest runs are found without
-# aggregating the whole store, and the answer is exact because the last window is everything.
-NEWEST_WINDOWS_NS = tuple(h * 3_600_000_000_000 for h in (1, 24, 24 * 7, 24 * 30)) + (None,)
 
 
 def newest_runs_queries(newest_ns: int, columns: str, *, agent: str | None = None, revision: str | None = None,
                         failed: bool = False, limit: int) -> Iterator[tuple[str, list[Any]]]:
-    """The query for the ``limit`` newest runs (of ``agent``, ``revision``; only failed ones with ``failed``),
-    one per widening time window before ``newest_ns``, each narrowed before it aggregates. The caller runs
-    them in order and stops at the first that returns ``limit`` rows (or the last)."""
-    for window in NEWEST_WINDOWS_NS:
-        since = newest_ns - window if window is not None else -(2**63)
-        span_filter, params = ["start_ns >= ?"], [since]
-        post, post_params = ["started_ns >= ?"], [since]
-        for column, post_column, value in (("agent_name", "agent", agent),
-                                           ("harness_revision", "harness_revision", revision)):
-            if value:
-                span_filter.append(f"{column} = ?")
-                params.append(value)
-                post.append(f"{post_column} = ?")
-                post_params.append(value)
-        if failed:
-            post.append("(status = 'error' OR passed = false)")
-        yield (f"SELECT {columns} FROM ({runs_select(' AND '.join(span_filter))}) WHERE {' AND '.join(post)} "
-               "ORDER BY started_ns DESC, run_id LIMIT ?", [*params, *post_params, limit])
+    """The query for the ``limit`` newest runs (of ``agent``, ``revision``; only failed ones with ``failed``).
+
+    The callers run the queries in order and stop at the first that returns ``limit`` rows (or the last):
+    that was a widening time window each, narrowed before it aggregated. ``runs`` is kept now
+    (runs_table.py), so one query over it is the answer, whatever ``newest_ns``."""
+    where, params = ["true"], []
+    for column, value in (("agent", agent), ("harness_revision", revision)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if failed:
+        where.append("(status = 'error' OR passed = false)")
+    yield (f"SELECT {columns} FROM runs WHERE {' AND '.join(where)} ORDER BY started_ns DESC, run_id LIMIT ?",
+           [*params, limit])

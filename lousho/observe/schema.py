@@ -1,14 +1,16 @@
 """The store's tables and views, with a schema version and append-only migrations.
 
 A migration is never edited once released: a change is a new entry at the end of MIGRATIONS.
-Views hold no data, so a migration may replace one; a change to ``runs_select`` ships with a new
-migration that replaces the ``runs`` view.
+Views hold no data, so a migration may replace one. Since migration 3 ``runs`` and ``sessions`` are
+views over kept tables and the spans not folded into them yet (runs_table.py): a change to what makes
+a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``runs_table.REBUILD``.
 """
 
 from __future__ import annotations
 
 import duckdb
 
+from lousho.observe import runs_table
 from lousho.observe.errors import SchemaTooNew
 from lousho.observe.runs_view import runs_select
 from lousho.observe.schema_v1 import RUNS_VIEW_V1
@@ -120,6 +122,8 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spans, scores and the runs view", (_SPANS, _SCORES, "CREATE OR REPLACE VIEW runs AS " + RUNS_VIEW_V1)),
     ("runs from any GenAI trace: run roots, tokens, cost, input and output text; the sessions view",
      (*_GENAI_COLUMNS, _RUNS_VIEW, _SESSIONS_VIEW)),
+    ("runs and sessions kept as tables folded from the spans by commit, the views merging the unfolded ones in",
+     runs_table.MIGRATION),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

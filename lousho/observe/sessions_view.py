@@ -8,7 +8,7 @@ rate, one with no verdict is left out of it.
 
 from __future__ import annotations
 
-SESSIONS_SELECT = """
+_TEMPLATE = """
 SELECT
     conversation_id AS session_id,
     arg_min(agent, started_ns) AS agent,
@@ -21,7 +21,16 @@ SELECT
     sum(input_tokens)::BIGINT AS input_tokens,
     sum(output_tokens)::BIGINT AS output_tokens,
     sum(cost_usd) AS cost_usd
-FROM runs
-WHERE conversation_id IS NOT NULL
+FROM {runs}
+WHERE conversation_id IS NOT NULL {where}
 GROUP BY conversation_id
 """
+
+
+def sessions_select(runs: str = "runs", where: str = "") -> str:
+    """One row per session over the relation ``runs`` (a table, view or parenthesised query with the
+    runs columns); ``where``, a further condition on those runs (e.g. which conversations)."""
+    return _TEMPLATE.format(runs=runs, where=f"AND ({where})" if where else "")
+
+
+SESSIONS_SELECT = sessions_select()

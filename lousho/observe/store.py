@@ -8,6 +8,7 @@ and refuses a damaged store (``LOUSHO_STORE_CORRUPT``) rather than serving it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ import pyarrow as pa
 from lousho.observe import schema, store_damage
 from lousho.observe.errors import StoreCorrupt, StoreMissing, StoreUnwritable
 from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
+from lousho.observe.runs_fold import RunsFold
+
+logger = logging.getLogger(__name__)
 
 # No file or network access from SQL, for the daemon's own connection as for readers: the SQL API
 # shares this database instance. Arrow batches the writer registers are in memory, not files.
@@ -56,15 +60,19 @@ SCORE_SCHEMA = pa.schema([(f, _SCORE_TYPES.get(f, pa.string())) for f in SCORE_F
 
 _KEY = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
 _SPAN_COLUMNS = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
+# Parameters: received_ns, then commit_seq (one number per commit, rising: what the kept runs fold by,
+# runs_table.py).
 _INSERT_SPANS = (
-    f"INSERT OR IGNORE INTO spans (span_key, {', '.join(_SPAN_COLUMNS)}, duration_ns, received_ns) "
-    f"SELECT {_KEY}, {', '.join(_SPAN_COLUMNS)}, end_ns - start_ns, ? FROM span_batch"
+    f"INSERT OR IGNORE INTO spans (span_key, {', '.join(_SPAN_COLUMNS)}, duration_ns, received_ns, commit_seq) "
+    f"SELECT {_KEY}, {', '.join(_SPAN_COLUMNS)}, end_ns - start_ns, ?, ? FROM span_batch"
 )
 _SCORE_COLUMNS = [f for f in SCORE_FIELDS if f not in ("key_hi", "key_lo")]
 _INSERT_SCORES = (
-    f"INSERT OR IGNORE INTO scores (span_key, {', '.join(_SCORE_COLUMNS)}) "
-    f"SELECT {_KEY}, {', '.join(_SCORE_COLUMNS)} FROM score_batch"
+    f"INSERT OR IGNORE INTO scores (span_key, {', '.join(_SCORE_COLUMNS)}, commit_seq) "
+    f"SELECT {_KEY}, {', '.join(_SCORE_COLUMNS)}, ? FROM score_batch"
 )
+_LAST_COMMIT_SEQ = ("SELECT greatest((SELECT coalesce(max(commit_seq), 0) FROM spans), "
+                    "(SELECT coalesce(max(commit_seq), 0) FROM scores))")
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,9 @@ class SpanStore:
     Once a commit or checkpoint fails in a way that means the file is damaged, the store is
     ``damaged``: ``on_damage`` is told once, and every later ``append`` raises the same StoreCorrupt
     without touching DuckDB (which has invalidated the database by then).
+
+    The kept runs are folded at open, at close and, with ``fold_thread``, by a thread of their own in
+    between (runs_fold.py); without it only when ``fold`` is called (``runs`` is exact either way).
     """
 
     def __init__(
@@ -87,6 +98,7 @@ class SpanStore:
         *,
         memory_limit: str | None = None,
         verify: bool = True,
+        fold_thread: bool = True,
         on_damage: Callable[[StoreCorrupt], None] | None = None,
     ) -> None:
         try:
@@ -105,6 +117,11 @@ class SpanStore:
             if verify:
                 store_damage.verify_tables(self._con, path)
             lock_configuration(self._con)
+            self._commit_seq = int(self._con.execute(_LAST_COMMIT_SEQ).fetchall()[0][0])
+            self._fold = RunsFold(self._con.cursor())
+            self._fold.fold_now()
+            if fold_thread:
+                self._fold.start()
         except duckdb.Error as e:
             self._con.close()
             raise store_damage.open_error(path, e) from None
@@ -121,14 +138,16 @@ class SpanStore:
         spans = _table(batches, "spans", SPAN_SCHEMA)
         scores = _table(batches, "scores", SCORE_SCHEMA)
         con = self._con
+        self._commit_seq += 1
         try:
             con.execute("BEGIN")
             try:
                 con.register("span_batch", spans)
-                inserted = _count(con.execute(_INSERT_SPANS, [time.time_ns()]).fetchall())
+                inserted = _count(con.execute(_INSERT_SPANS, [time.time_ns(), self._commit_seq]).fetchall())
+                scored = 0
                 if scores.num_rows:
                     con.register("score_batch", scores)
-                    con.execute(_INSERT_SCORES)
+                    scored = _count(con.execute(_INSERT_SCORES, [self._commit_seq]).fetchall())
                 con.execute("COMMIT")
             except BaseException:
                 _rollback(con)
@@ -139,6 +158,7 @@ class SpanStore:
         except duckdb.Error as e:
             self._note_damage(e)
             raise
+        self._fold.committed(inserted or scored)
         return AppendResult(inserted=inserted, duplicates=spans.num_rows - inserted)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
@@ -148,13 +168,31 @@ class SpanStore:
     def checkpoint(self) -> None:
         if self.damaged is not None:
             return  # nothing to fold in: DuckDB refuses every statement on an invalidated database
+        # DuckDB refuses a CHECKPOINT while the fold's transaction is open. The writer checkpoints when
+        # idle, as the fold runs: rather than keep the next commit waiting behind a fold, skip this one
+        # (the WAL keeps everything; the next idle moment, or closing the database, checkpoints).
+        if not self._fold.lock.acquire(blocking=False):
+            return
         try:
             self._con.execute("CHECKPOINT")
         except duckdb.Error as e:
             self._note_damage(e)
             raise
+        finally:
+            self._fold.lock.release()
+
+    def fold(self) -> int:
+        """Fold everything committed now; returns the spans folded."""
+        return self._fold.fold_now()
 
     def close(self) -> None:
+        self._fold.stop()
+        if self.damaged is None:
+            try:
+                self._fold.fold_now()
+            except duckdb.Error:
+                # deliberate: the next open folds what this one could not; the spans are committed
+                logger.exception("folding the kept runs at close failed")
         try:
             self._con.close()
         except duckdb.Error:

@@ -44,7 +44,6 @@ import duckdb
 from lousho import monitor_rule
 from lousho.errors import UsageError
 from lousho.observe import sql as sql_api
-from lousho.observe.runs_view import runs_select
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +59,11 @@ _RETRY_CAP_S = 15 * 60.0
 _USAGE_EXIT = 2
 
 # One aggregation over the agent's runs per poll: the live revision, then its newest scored runs.
-_LIVE_RUNS = f"""
+_LIVE_RUNS = """
 WITH r AS (
     SELECT run_id, harness_revision, passed, started_ns
-    FROM ({runs_select("agent_name = ?")})
-    WHERE NOT probe AND harness_revision IS NOT NULL
+    FROM runs
+    WHERE agent = ? AND NOT probe AND harness_revision IS NOT NULL
 ), live AS (
     SELECT harness_revision FROM r ORDER BY started_ns DESC, run_id DESC LIMIT 1
 )

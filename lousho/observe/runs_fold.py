@@ -1,0 +1,114 @@
+"""When the kept runs are folded (runs_table.fold): on a thread of its own, never on the ack path.
+
+The writer's commits only append spans; the store tells this thread how many each commit inserted
+(``committed``). The thread folds once the tail (committed, not folded) reaches ``tail_spans``, or the
+writer has committed nothing for ``idle_seconds``; the store folds synchronously at open and close.
+The fold runs on a cursor of its own: DuckDB runs its transaction beside the writer's commits (they
+write different tables, so neither conflicts), releasing the GIL while it works.
+
+Until a fold, queries over ``runs`` merge the tail in (runs_table.py), so how often it runs changes
+their cost, never their answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import duckdb
+
+from lousho.observe import runs_table
+
+logger = logging.getLogger(__name__)
+
+# Fold at once past this many unfolded spans: what a query over ``runs`` recomputes stays bounded.
+TAIL_SPANS = 20_000
+# Fold after this long without a commit: the writer is idle, so the fold takes no time from an ack.
+IDLE_SECONDS = 0.1
+
+
+class RunsFold:
+    """The fold thread. ``lock`` is held for each fold; the store holds it for a CHECKPOINT too, which
+    DuckDB refuses while another transaction is open."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, tail_spans: int = TAIL_SPANS,
+                 idle_seconds: float = IDLE_SECONDS) -> None:
+        self.lock = threading.Lock()
+        self.folds = 0
+        self.folded_spans = 0
+        self.fold_seconds = 0.0
+        self._con = con
+        self._tail_spans = tail_spans
+        self._idle = idle_seconds
+        self._cond = threading.Condition()
+        self._pending = 0  # spans committed since the last fold began
+        self._last_commit = 0.0
+        self._closing = False
+        self._failures = 0
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="lousho-runs-fold", daemon=True)
+        self._thread.start()
+
+    def committed(self, spans: int) -> None:
+        """Called after each commit with the rows it inserted (spans, or 1 for scores alone)."""
+        if not spans:
+            return
+        with self._cond:
+            self._pending += spans
+            self._last_commit = time.monotonic()
+            self._cond.notify()
+
+    def fold_now(self) -> int:
+        """Fold everything committed, on the caller's thread; returns the spans folded."""
+        with self._cond:
+            self._pending = 0
+        with self.lock:
+            started = time.perf_counter()
+            folded = runs_table.fold(self._con)
+            if folded:
+                self.folds += 1
+                self.folded_spans += folded
+                self.fold_seconds += time.perf_counter() - started
+        return folded
+
+    def stop(self) -> None:
+        """Stop the thread (a fold under way finishes first)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _due(self) -> bool:
+        """Wait (holding ``_cond``) until a fold is due or the store closes; False on close."""
+        while not self._closing:
+            if self._pending >= self._tail_spans:
+                return True
+            if not self._pending:
+                self._cond.wait()
+                continue
+            quiet = time.monotonic() - self._last_commit
+            if quiet >= self._idle:
+                return True
+            self._cond.wait(self._idle - quiet)
+        return False
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._due():
+                    return
+            try:
+                self.fold_now()
+            except Exception:  # deliberate: the tail stays in the views' answers; a later fold retries
+                logger.exception("folding the kept runs failed")
+                self._failures += 1
+                with self._cond:
+                    # Retry later and later (a damaged store fails every time), not in a loop.
+                    self._pending = max(self._pending, 1)
+                    self._last_commit = time.monotonic() + min(30.0, self._idle * 2**self._failures)
+            else:
+                self._failures = 0

@@ -1,0 +1,275 @@
+"""The kept runs: tables folded from the spans off the ack path, and the views that answer ``runs`` and
+``sessions`` from them merged with the spans not folded yet.
+
+Every commit stamps its spans and scores with ``commit_seq`` (store.py), one number per commit, rising.
+The fold (``fold``, run by runs_fold.py) takes the committed rows with ``commit_seq`` above the
+watermark (``runs_fold.watermark``), merges their partial aggregates (runs_parts.py) into
+``run_trace_parts`` and ``run_attempt_parts``, recomputes the runs and sessions those traces touch in
+``kept_runs`` and ``kept_sessions``, and advances the watermark: all in one transaction, so a reader
+sees the kept tables and the watermark of one fold, never half of one.
+
+The view ``runs`` answers what ``runs_view.runs_select()`` answers over every committed span: the kept
+rows of the runs the tail (the rows above the watermark) does not touch, and the runs it touches
+recomputed from their kept parts merged with the tail's partials. ``sessions`` is the same over the
+sessions. The tail is the rows of the last commits (the fold runs when the writer
+idles or the tail passes a bound), so what a query pays for it is bounded.
+
+A span stored twice (possible only if the primary key on ``span_key`` goes) counts once when both
+copies are in the tail: the tail is distinct by ``span_key``. A copy stored after its twin was folded
+would count twice; the primary key rules that out today.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from lousho.observe import runs_parts as p
+from lousho.observe.runs_view import RUN_AGGREGATE
+from lousho.observe.sessions_view import sessions_select
+
+_TRACE_COLUMNS = p.names(p.TRACE_KEYS, p.TRACE_PARTS)
+_ATTEMPT_COLUMNS = p.names(p.ATTEMPT_KEYS, p.ATTEMPT_PARTS)
+_WATERMARK = "(SELECT watermark FROM runs_fold)"
+# The rows above the watermark, each stored span once.
+_TAIL_SPANS = (f"SELECT DISTINCT ON (span_key) {', '.join(p.SPAN_INPUTS)} FROM spans "
+               f"WHERE commit_seq > {_WATERMARK}")
+_TAIL_SCORES = (f"SELECT DISTINCT ON (span_key, seq) trace_id, passed FROM scores "
+                f"WHERE commit_seq > {_WATERMARK}")
+# The views name the watermark as a literal, re-made by each fold (``views``): DuckDB then knows from the
+# column's statistics that nothing is above it when the tail is empty and plans the merge away, where a
+# subquery left it estimating a fifth of the spans and joining the parts tables whole.
+_WATERMARK_LITERAL = "{watermark}"
+
+
+def _implicit_attempts(trace_parts: str, runs: str | None) -> str:
+    """The view's ``attempt`` rows of runs without a lousho run id, from the trace parts in
+    ``trace_parts`` whose implicit run is among ``runs`` (SQL, a list or subquery; None: all)."""
+    firsts = ", ".join(f"arg_min(h.{name}, h.start_ns) AS {name}" for name, _, _ in p.HEAD_FIELDS[3:8])
+    return f"""
+SELECT run_id, trace_id, min(h.start_ns) AS start_ns, {firsts},
+    NULL::VARCHAR AS run_kind, NULL::VARCHAR AS healed_from, arg_min(h.probe, h.start_ns) AS probe,
+    arg_min(h.traffic_arm, h.start_ns) AS traffic_arm, arg_min(h.status_code, h.start_ns) AS status_code,
+    arg_min(h.status_message, h.start_ns) AS status_message, arg_min(h.error_type, h.start_ns) AS error_type,
+    NULL::VARCHAR AS input, NULL::VARCHAR AS output, true AS implicit
+FROM (
+    SELECT implicit_run_id AS run_id, trace_id, inv_n, unnest(heads) AS h FROM {trace_parts}
+    WHERE implicit_run_id IS NOT NULL {f"AND implicit_run_id IN {runs}" if runs else ""}
+)
+-- the trace's invoke_agent spans if it has any, else its roots
+WHERE h.inv OR inv_n = 0
+GROUP BY run_id, trace_id
+"""
+
+
+_EXPLICIT = ("run_id, trace_id, start_ns, agent_name, service_name, harness_revision, case_id, conversation_id, "
+             "run_kind, healed_from, probe, traffic_arm, status_code, status_message, error_type, input, output, "
+             "false AS implicit")
+# The view's per_trace columns.
+_PER_TRACE = ("trace_id, end_ns, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, "
+              "reasoning_tokens, cost_usd, reported_costs, priced_costs, model_calls, tool_calls, any_agent, "
+              "first_model, first_provider, first_conversation_id, skills, any_error, first_input_text, "
+              "last_output_text, last_error_type, last_error_message")
+
+
+def runs_from_parts(runs: str | None = None, traces: str = "(SELECT trace_id FROM attempt)", *,
+                    trace_parts: str = "run_trace_parts", attempt_parts: str = "run_attempt_parts",
+                    explicit: bool = True, implicit: bool = True) -> str:
+    """The runs view's rows from parts: of the runs among ``runs`` (SQL list or subquery; None: all),
+    whose traces are among ``traces``; only runs with a run id (``explicit``) or without one
+    (``implicit``) when the caller knows there are no others among them."""
+    where = f"WHERE run_id IN {runs}" if runs else ""
+    attempts = ([f"SELECT {_EXPLICIT} FROM {attempt_parts} {where}"] if explicit else []) + \
+        ([f"SELECT * FROM ({_implicit_attempts(trace_parts, runs)})"] if implicit else [])
+    return f"""
+WITH attempt AS (
+    {" UNION ALL ".join(attempts)}
+), per_trace AS (
+    SELECT {_PER_TRACE} FROM {trace_parts} WHERE trace_id IN {traces}
+), verdict AS (
+    SELECT trace_id, passed FROM {trace_parts} WHERE passed IS NOT NULL AND trace_id IN {traces}
+), {RUN_AGGREGATE}"""
+
+
+# --- the views: kept rows merged with the tail -------------------------------------------------------
+
+# The steps from the tail to the rows of the runs it touches, in order: (name, SQL, materialized). The views
+# run them as CTEs; the fold as temporary tables of those names, then writes them into the kept tables. Each
+# CTE used more than once is MATERIALIZED: inlined, DuckDB would plan (and run) it once per use.
+_STEPS: tuple[tuple[str, str, bool], ...] = (
+    ("tail_spans", _TAIL_SPANS.replace(_WATERMARK, _WATERMARK_LITERAL), True),
+    ("tail_scores", _TAIL_SCORES.replace(_WATERMARK, _WATERMARK_LITERAL), False),
+    ("tail_trace", p.trace_batch("tail_spans", "tail_scores"), False),
+    ("tail_attempt", p.attempt_batch("tail_spans"), False),
+    # Per trace the tail touches: its kept parts merged with the tail's, and the implicit run it was
+    # (``prior_run_id``) and is now.
+    ("merged_trace", f"""
+    SELECT *, {p.implicit_run_id()} AS implicit_run_id FROM (
+        SELECT n.trace_id, {p.merged_select(p.TRACE_PARTS, 'o', 'n')}, o.implicit_run_id AS prior_run_id
+        FROM tail_trace n LEFT JOIN run_trace_parts o ON o.trace_id = n.trace_id)""", True),
+    # including runs the tail makes disappear (an implicit run whose trace now has a run id)
+    ("touched_runs", """
+    SELECT DISTINCT run_id FROM (
+        SELECT unnest([prior_run_id, implicit_run_id]) AS run_id FROM merged_trace
+        UNION ALL SELECT unnest(run_ids) FROM merged_trace
+    ) WHERE run_id IS NOT NULL""", True),
+    ("merged_attempt", f"""
+    SELECT n.run_id, n.trace_id, {p.merged_select(p.ATTEMPT_PARTS, 'o', 'n')}
+    FROM tail_attempt n LEFT JOIN run_attempt_parts o ON o.run_id = n.run_id AND o.trace_id = n.trace_id""", True),
+    # Every part of the touched runs, kept or merged.
+    ("attempt_parts", f"""
+    SELECT k.* FROM (SELECT {_ATTEMPT_COLUMNS} FROM run_attempt_parts
+                     WHERE run_id IN (SELECT run_id FROM touched_runs)) k
+    ANTI JOIN merged_attempt m ON m.run_id = k.run_id AND m.trace_id = k.trace_id
+    UNION ALL SELECT {_ATTEMPT_COLUMNS} FROM merged_attempt""", True),
+    ("trace_parts", f"""
+    SELECT k.* FROM (SELECT {_TRACE_COLUMNS}, implicit_run_id FROM run_trace_parts
+                     WHERE implicit_run_id IN (SELECT run_id FROM touched_runs)
+                        OR trace_id IN (SELECT trace_id FROM attempt_parts)) k
+    ANTI JOIN merged_trace m ON m.trace_id = k.trace_id
+    UNION ALL SELECT {_TRACE_COLUMNS}, implicit_run_id FROM merged_trace""", True),
+    # The touched runs' rows.
+    ("unfolded", "SELECT * FROM (" + runs_from_parts("(SELECT run_id FROM touched_runs)", trace_parts="trace_parts",
+                                                     attempt_parts="attempt_parts") + ")", True),
+)
+_TAIL_CTES = ",\n".join(f"{name} AS {'MATERIALIZED ' if materialized else ''}({sql})"
+                         for name, sql, materialized in _STEPS)
+
+# Every run: the kept rows of the runs the tail does not touch, and the recomputed rows of the others.
+_RUNS_CTES = f"""{_TAIL_CTES},
+merged_runs AS (
+    SELECT k.* FROM kept_runs k ANTI JOIN touched_runs t ON t.run_id = k.run_id
+    UNION ALL SELECT * FROM unfolded
+)"""
+_RUNS_VIEW = f"CREATE OR REPLACE VIEW runs AS WITH {_RUNS_CTES} SELECT * FROM merged_runs"
+_SESSIONS_VIEW = f"""CREATE OR REPLACE VIEW sessions AS
+WITH {_RUNS_CTES},
+touched AS MATERIALIZED (
+    SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)
+    UNION SELECT conversation_id FROM unfolded
+)
+SELECT k.* FROM kept_sessions k ANTI JOIN touched t ON t.conversation_id = k.session_id
+UNION ALL {sessions_select('merged_runs', 'conversation_id IN (SELECT conversation_id FROM touched)')}"""
+
+
+def views(watermark: int) -> tuple[str, str]:
+    """The statements making the ``runs`` and ``sessions`` views for the kept tables at ``watermark``."""
+    return tuple(view.replace(_WATERMARK_LITERAL, str(int(watermark))) for view in (_RUNS_VIEW, _SESSIONS_VIEW))
+
+# --- the fold ------------------------------------------------------------------------------------------
+
+_TOUCHED_SESSIONS = """
+SELECT DISTINCT conversation_id FROM (
+    SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)
+    UNION ALL SELECT conversation_id FROM unfolded
+) WHERE conversation_id IS NOT NULL"""
+# The kept rows the tail replaces, then their replacements: what the views compute, written down.
+_WRITE_FOLD = (
+    "DELETE FROM run_trace_parts WHERE trace_id IN (SELECT trace_id FROM merged_trace)",
+    f"INSERT INTO run_trace_parts ({_TRACE_COLUMNS}, prior_run_id, implicit_run_id) "
+    f"SELECT {_TRACE_COLUMNS}, prior_run_id, implicit_run_id FROM merged_trace",
+    "DELETE FROM run_attempt_parts USING merged_attempt m "
+    "WHERE run_attempt_parts.run_id = m.run_id AND run_attempt_parts.trace_id = m.trace_id",
+    f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} FROM merged_attempt",
+    "DELETE FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)",
+    "INSERT INTO kept_runs SELECT * FROM unfolded",
+    "DELETE FROM kept_sessions WHERE session_id IN (SELECT conversation_id FROM touched_sessions)",
+    "INSERT INTO kept_sessions " + sessions_select(
+        "kept_runs", "conversation_id IN (SELECT conversation_id FROM touched_sessions)"),
+)
+
+
+def fold(con: duckdb.DuckDBPyConnection) -> int:
+    """Fold the committed spans and scores above the watermark into the kept tables and advance it, in
+    one transaction on ``con`` (a cursor of its own: the writer's commits go on meanwhile). Returns the
+    number of spans folded."""
+    con.execute("BEGIN")
+    try:
+        watermark = con.execute("SELECT watermark FROM runs_fold").fetchall()[0][0]
+        high = con.execute("SELECT greatest((SELECT max(commit_seq) FROM spans WHERE commit_seq > $1), "
+                           "(SELECT max(commit_seq) FROM scores WHERE commit_seq > $1))", [watermark]).fetchall()[0][0]
+        if high is None:
+            con.execute("COMMIT")
+            return 0
+        folded = _build(con) if watermark < 0 else _fold_tail(con, watermark)
+        # Rows above ``high`` committed after this transaction began: the next fold takes them.
+        con.execute("UPDATE runs_fold SET watermark = ?", [high])
+        for statement in views(high):
+            con.execute(statement)
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # deliberate: the fold's own error is the one to report
+        raise
+    return folded
+
+
+def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int) -> int:
+    """The views' steps over the tail as temporary tables, then written into the kept tables."""
+    names = [name for name, _, _ in _STEPS] + ["touched_sessions"]
+    try:
+        for name, sql, _ in _STEPS:
+            con.execute(f"CREATE TEMP TABLE {name} AS {sql.replace(_WATERMARK_LITERAL, str(int(watermark)))}")
+        con.execute(f"CREATE TEMP TABLE touched_sessions AS {_TOUCHED_SESSIONS}")
+        folded = int(con.execute("SELECT count(*) FROM tail_spans").fetchall()[0][0])
+        for statement in _WRITE_FOLD:
+            con.execute(statement)
+    finally:
+        for name in reversed(names):
+            con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+    return folded
+
+
+def _build(con: duckdb.DuckDBPyConnection) -> int:
+    """The first fold of a store (its kept tables empty): everything, by plain inserts."""
+    con.execute(f"CREATE TEMP TABLE new_spans AS {_TAIL_SPANS}")
+    con.execute(f"CREATE TEMP TABLE new_scores AS {_TAIL_SCORES}")
+    try:
+        con.execute(f"INSERT INTO run_trace_parts ({_TRACE_COLUMNS}, implicit_run_id) "
+                    f"SELECT *, {p.implicit_run_id()} FROM ({p.trace_batch('new_spans', 'new_scores')})")
+        con.execute(f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) {p.attempt_batch('new_spans')}")
+        con.execute(f"INSERT INTO kept_runs {runs_from_parts()}")
+        con.execute("INSERT INTO kept_sessions " + sessions_select("kept_runs"))
+        return int(con.execute("SELECT count(*) FROM new_spans").fetchall()[0][0])
+    finally:
+        con.execute("DROP TABLE new_spans")
+        con.execute("DROP TABLE new_scores")
+
+
+# --- the schema -----------------------------------------------------------------------------------------
+
+# The parts have no key nor index: the fold finds what it replaces by hash joins with the tail, and an index
+# would only cost at each insert.
+_CREATE_KEPT = (
+    p.create_table("run_trace_parts", p.TRACE_KEYS, p.TRACE_PARTS, ", prior_run_id VARCHAR, implicit_run_id VARCHAR"),
+    p.create_table("run_attempt_parts", p.ATTEMPT_KEYS, p.ATTEMPT_PARTS),
+    f"CREATE TABLE kept_runs AS SELECT * FROM ({runs_from_parts()}) LIMIT 0",
+    f"CREATE TABLE kept_sessions AS SELECT * FROM ({sessions_select('kept_runs')}) LIMIT 0",
+    "CREATE INDEX kept_runs_run_id ON kept_runs (run_id)",
+    "CREATE INDEX kept_sessions_session_id ON kept_sessions (session_id)",
+    # -1: nothing folded yet; the store's first fold builds everything (``_build``).
+    "CREATE TABLE runs_fold (watermark BIGINT NOT NULL)",
+    "INSERT INTO runs_fold VALUES (-1)",
+)
+
+# Migration 3: the commit stamp (rows stored before it: 0), the kept tables (filled by the first fold,
+# at the store's next open) and the views over them in place of the views over the spans.
+MIGRATION: tuple[str, ...] = (
+    "ALTER TABLE spans ADD COLUMN commit_seq BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE scores ADD COLUMN commit_seq BIGINT NOT NULL DEFAULT 0",
+    *_CREATE_KEPT,
+    "DROP VIEW sessions",
+    "DROP VIEW runs",
+    *views(-1),
+)
+
+# Everything kept, made again from the spans and scores by this code's definitions at the next fold:
+# for stores filled by bulk SQL (the query benchmark's), never for the daemon's.
+REBUILD: tuple[str, ...] = (
+    *(f"DROP VIEW IF EXISTS {view}" for view in ("sessions", "runs")),
+    *(f"DROP TABLE IF EXISTS {table}" for table in (
+        "kept_sessions", "kept_runs", "run_attempt_parts", "run_trace_parts", "runs_fold")),
+    *_CREATE_KEPT,
+    *views(-1),
+)

@@ -1,0 +1,121 @@
+"""The kept runs are folded on a thread of their own, off the ack path: once the writer idles, once the tail
+passes its bound, at close and at the next open; a commit never waits for a fold."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+from daemon_support import post, sql
+from otlp_bodies import chat_span, new_ids, request
+from runs_data import assert_kept_tables_match_the_view, assert_runs_match_the_view, in_requests, random_store, unfolded
+
+from lousho.observe.process import start_daemon
+from lousho.observe.runs_fold import RunsFold
+from lousho.observe.store import SpanStore
+
+
+def _poll(check, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "not within the deadline"
+        time.sleep(0.02)
+
+
+def test_each_commit_gets_the_next_commit_seq_and_it_survives_a_restart(tmp_path):
+    spans, scores = random_store(3, traces=6)
+    requests = in_requests(random.Random(3), spans, scores, count=3)
+    path = tmp_path / "s.duckdb"
+    store = SpanStore(path, fold_thread=False)
+    store.append([requests[0]])
+    store.append([requests[1]])
+    store.close()
+    store = SpanStore(path, fold_thread=False)
+    store.append([requests[2]])
+    con = store.reader()
+    assert con.execute("SELECT DISTINCT commit_seq FROM spans ORDER BY 1").fetchall() == [(1,), (2,), (3,)]
+    assert con.execute("SELECT watermark FROM runs_fold").fetchall() == [(2,)]  # the reopen folded 1 and 2
+    store.close()
+
+
+def test_the_fold_thread_folds_once_the_writer_idles(tmp_path):
+    spans, scores = random_store(5)
+    store = SpanStore(tmp_path / "s.duckdb")
+    con = store.reader()
+    for part in in_requests(random.Random(5), spans, scores, count=4):
+        store.append([part])
+    _poll(lambda: unfolded(con) == 0)
+    assert_kept_tables_match_the_view(con)
+    assert_runs_match_the_view(con)
+    store.close()
+
+
+def test_the_fold_thread_folds_a_tail_past_its_bound_without_waiting_for_idle(tmp_path):
+    spans, scores = random_store(7)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    fold = RunsFold(store.reader(), tail_spans=len(spans) // 2, idle_seconds=3600)
+    fold.start()
+    try:
+        con = store.reader()
+        requests = in_requests(random.Random(7), spans, scores, count=6)
+        for part in requests:
+            store.append([part])
+            fold.committed(part.span_count)
+        # Past the bound: folded although commits never paused for the (hour-long) idle time.
+        _poll(lambda: fold.folds >= 1)
+        assert unfolded(con) < len(spans) // 2
+        assert_runs_match_the_view(con)
+    finally:
+        fold.stop()
+    store.close()
+
+
+def test_the_store_folds_everything_at_close(tmp_path):
+    spans, scores = random_store(9)
+    path = tmp_path / "s.duckdb"
+    store = SpanStore(path, fold_thread=False)
+    store.append(in_requests(random.Random(9), spans, scores, count=3))
+    assert unfolded(store.reader()) == len(spans)
+    store.close()
+    store = SpanStore(path, verify=False, fold_thread=False)
+    con = store.reader()
+    assert_kept_tables_match_the_view(con)
+    store.close()
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_the_daemon_folds_committed_spans_by_itself_and_runs_answers_throughout(tmp_path):
+    daemon = start_daemon(tmp_path / "o.duckdb")
+    try:
+        trace_id, root_id = new_ids()
+        root = chat_span(trace_id, root_id, **{"lousho.run.id": "folded-run"})
+        assert post(daemon.url, "/v1/traces", request([root]).SerializeToString(), "application/x-protobuf"
+                    ).status == 200
+        # a 200 means the run is there, folded or not
+        assert sql(daemon.url, "SELECT run_id, model_calls FROM runs") == [{"run_id": "folded-run", "model_calls": 1}]
+        _poll(lambda: sql(daemon.url, "SELECT count(*) AS n FROM kept_runs") == [{"n": 1}])
+        children = [chat_span(trace_id, new_ids()[1], parent=root_id) for _ in range(3)]
+        assert post(daemon.url, "/v1/traces", request(children).SerializeToString(), "application/x-protobuf"
+                    ).status == 200
+        assert sql(daemon.url, "SELECT run_id, model_calls FROM runs") == [{"run_id": "folded-run", "model_calls": 4}]
+        _poll(lambda: sql(daemon.url, "SELECT model_calls FROM kept_runs") == [{"model_calls": 4}])
+        assert sql(daemon.url, "SELECT count(*) AS n FROM spans WHERE commit_seq > "
+                               "(SELECT watermark FROM runs_fold)") == [{"n": 0}]
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_checkpoint_does_not_wait_behind_a_fold(tmp_path):
+    """The writer checkpoints when idle, as the fold runs: it skips that checkpoint rather than hold up
+    the next commit for the fold's whole transaction (DuckDB refuses a CHECKPOINT beside it anyway)."""
+    spans, scores = random_store(13, traces=10)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    store.append(in_requests(random.Random(13), spans, scores, count=2))
+    with store._fold.lock:  # a fold under way
+        started = time.monotonic()
+        store.checkpoint()
+        assert time.monotonic() - started < 1.0
+    store.checkpoint()  # and with no fold under way, it checkpoints
+    store.close()

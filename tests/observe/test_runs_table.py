@@ -1,0 +1,180 @@
+"""``runs`` and ``sessions`` answer exactly what the runs view's definition gives on the same spans, whatever
+part of them is folded into the kept tables: none, all, or any point between, however the spans arrive (split
+over requests, out of order, re-sent, across a restart, or stored by an older lousho before the tables existed)."""
+
+from __future__ import annotations
+
+import random
+
+import duckdb
+import pyarrow as pa
+import pytest
+from runs_data import (
+    assert_kept_tables_match_the_view,
+    assert_runs_match_the_view,
+    decoded,
+    in_requests,
+    random_store,
+    rows_of,
+    unfolded,
+)
+
+from lousho.observe import schema
+from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS
+from lousho.observe.store import SCORE_SCHEMA, SPAN_SCHEMA, SpanStore
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_over_requests_in_any_order_equal_the_view_at_every_fold_point(tmp_path, seed):
+    spans, scores = random_store(seed)
+    rng = random.Random(seed)
+    requests = in_requests(rng, spans, scores, count=rng.randint(4, 12))
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    con = store.reader()
+    for number, request in enumerate(requests):
+        store.append([request])
+        # The first checks a store that is all tail (nothing folded yet), the later ones a tail over kept runs.
+        assert (unfolded(con) == con.execute("SELECT count(*) FROM spans").fetchall()[0][0]) == (number < 2)
+        assert_runs_match_the_view(con)
+        if number == 1 or (number > 1 and rng.random() < 0.4):
+            store.fold()
+            assert_kept_tables_match_the_view(con)
+            assert_runs_match_the_view(con)
+    store.fold()
+    assert_kept_tables_match_the_view(con)
+    store.close()
+
+
+def test_runs_in_one_group_commit_equal_the_view_before_and_after_the_fold(tmp_path):
+    spans, scores = random_store(11)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    store.append(in_requests(random.Random(11), spans, scores, count=5))
+    con = store.reader()
+    assert unfolded(con) == len(spans)
+    assert_runs_match_the_view(con)
+    assert store.fold() == len(spans)
+    assert_kept_tables_match_the_view(con)
+    assert_runs_match_the_view(con)
+    store.close()
+
+
+def test_a_run_spread_over_kept_and_unfolded_spans_and_its_resumed_trace(tmp_path):
+    """A run's first trace is folded; more of its spans, its score and a resumed attempt (a new trace) are
+    not yet: the run's row is recomputed from both, and its session with it."""
+    spans, scores = random_store(51, traces=1)
+    base = dict(spans[0], run_id="run-r", conversation_id="conv-r", parent_span_id=None, operation="invoke_agent",
+                status_code="OK", input_tokens=10, cost_usd=0.5)
+    trace = base["trace_id"]
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    store.append([decoded([base], [])])
+    store.fold()
+    con = store.reader()
+    assert con.execute("SELECT run_id, attempts, input_tokens FROM runs").fetchall() == [("run-r", 1, 10)]
+
+    def child(span_id: int, trace_id: str, offset: int, **fields) -> dict:
+        return base | {"span_id": f"{span_id:016x}", "key_hi": span_id, "trace_id": trace_id,
+                       "key_lo": int(trace_id[16:], 16), "start_ns": base["start_ns"] + offset,
+                       "end_ns": base["end_ns"] + offset} | fields
+
+    more = child(0xA1, trace, 1, parent_span_id=base["span_id"], run_id=None, operation="chat", input_tokens=7)
+    resumed = "f" * 16 + trace[16:]
+    attempt = child(0xA2, resumed, 10**7, status_code="ERROR", error_type="timeout", input_tokens=3)
+    score = {f: None for f in SCORE_FIELDS} | {
+        "key_hi": 0xA1, "key_lo": more["key_lo"], "seq": 0, "trace_id": trace, "span_id": more["span_id"],
+        "passed": False, "time_ns": more["end_ns"], "attributes": "{}"}
+    store.append([decoded([more], [score])])
+    store.append([decoded([attempt], [])])
+    assert unfolded(con) == 2
+    assert con.execute("SELECT run_id, attempts, input_tokens, status, passed, error_type, last_trace_id FROM runs"
+                       ).fetchall() == [("run-r", 2, 20, "error", False, "timeout", resumed)]
+    assert con.execute("SELECT session_id, turns, failed, input_tokens FROM sessions").fetchall() == \
+        [("conv-r", 1, 1, 20)]
+    assert_runs_match_the_view(con)
+    store.fold()
+    assert_kept_tables_match_the_view(con)
+    store.close()
+
+
+def test_a_resent_span_counts_once_in_runs_across_requests_and_a_restart(tmp_path):
+    spans, scores = random_store(21, traces=20)
+    path = tmp_path / "s.duckdb"
+    store = SpanStore(path, fold_thread=False)
+    requests = in_requests(random.Random(21), spans, scores, count=4)
+    for request in requests[:2]:
+        store.append([request])
+    store.fold()
+    for request in requests[2:]:
+        store.append([request])
+    once = rows_of(store.reader(), "SELECT * FROM runs", "run_id")
+    # The same request twice in one group commit, then again after a restart.
+    assert store.append([requests[0], requests[0]]).inserted == 0
+    store.close()
+    store = SpanStore(path, fold_thread=False)
+    for request in requests:
+        assert store.append([request]).duplicates == request.span_count
+    con = store.reader()
+    assert con.execute("SELECT count(*) FROM spans").fetchall() == [(len(spans),)]
+    assert con.execute("SELECT count(*) FROM scores").fetchall() == [(len(scores),)]
+    assert rows_of(con, "SELECT * FROM runs", "run_id") == once
+    assert_kept_tables_match_the_view(con)  # the restart folded everything
+    store.close()
+
+
+def test_a_trace_becomes_part_of_a_run_when_its_run_id_span_arrives_after_the_fold(tmp_path):
+    """A trace first seen without a run id is a run of its own; once a span carrying a run id arrives,
+    that implicit run is gone and the trace belongs to the named run, folded or not."""
+    spans, scores = random_store(31, traces=1)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    root = dict(spans[0], run_id=None, operation="invoke_agent", call_id="call-1", parent_span_id=None)
+    store.append([decoded([root], [])])
+    store.fold()
+    con = store.reader()
+    assert con.execute("SELECT run_id, implicit FROM runs").fetchall() == [("call-1", True)]
+    child = dict(root, span_id="00000000000000ab", key_hi=0xAB, parent_span_id=root["span_id"], run_id="run-x",
+                 start_ns=root["start_ns"] + 1, end_ns=root["end_ns"] + 1, call_id=None)
+    store.append([decoded([child], [])])
+    assert con.execute("SELECT run_id, implicit FROM runs").fetchall() == [("run-x", False)]
+    assert_runs_match_the_view(con)
+    store.fold()
+    assert con.execute("SELECT run_id, implicit FROM kept_runs").fetchall() == [("run-x", False)]
+    store.close()
+
+
+def _write_as_schema_2(path, spans: list[dict], scores: list[dict]) -> None:
+    """A store as lousho wrote it before the kept tables: migrations 1 and 2 only, rows inserted plainly."""
+    con = duckdb.connect(str(path))
+    con.execute(schema._VERSION_TABLE)
+    for number, (description, statements) in enumerate(schema.MIGRATIONS[:2], start=1):
+        for statement in statements:
+            con.execute(statement)
+        con.execute("INSERT INTO lousho_schema (version, description) VALUES (?, ?)", [number, description])
+    batch = decoded(spans, scores)
+    con.register("span_batch", pa.table(batch.spans, schema=SPAN_SCHEMA))
+    con.register("score_batch", pa.table(batch.scores, schema=SCORE_SCHEMA))
+    key = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
+    span_columns = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
+    score_columns = [f for f in SCORE_FIELDS if f not in ("key_hi", "key_lo")]
+    con.execute(f"INSERT INTO spans (span_key, {', '.join(span_columns)}, duration_ns, received_ns) "
+                f"SELECT {key}, {', '.join(span_columns)}, end_ns - start_ns, 0 FROM span_batch")
+    con.execute(f"INSERT INTO scores (span_key, {', '.join(score_columns)}) "
+                f"SELECT {key}, {', '.join(score_columns)} FROM score_batch")
+    con.close()
+
+
+def test_a_store_of_the_previous_schema_gets_its_kept_runs_built_on_open(tmp_path):
+    spans, scores = random_store(41)
+    path = tmp_path / "s.duckdb"
+    half = len(spans) // 2
+    first = {r["span_id"] for r in spans[:half]}
+    _write_as_schema_2(path, spans[:half], [s for s in scores if s["span_id"] in first])
+    store = SpanStore(path, fold_thread=False)
+    con = store.reader()
+    assert schema.current_version(con) == schema.SCHEMA_VERSION
+    assert_kept_tables_match_the_view(con)
+    assert_runs_match_the_view(con)
+    # and it keeps them from there on
+    store.append([decoded(spans[half:], [s for s in scores if s["span_id"] not in first])])
+    assert_runs_match_the_view(con)
+    store.fold()
+    assert_kept_tables_match_the_view(con)
+    store.close()

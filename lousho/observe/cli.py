@@ -58,6 +58,7 @@ class Wiring:
     # Refuses a malformed --model-url or --editor-model-url (the models part's rules).
     check_model_url: Callable[[str], None] = _accept
 
+
 DEFAULT_URL = "http://127.0.0.1:4318"
 DEFAULT_DB = Path(".lousho/observe.duckdb")
 

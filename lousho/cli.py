@@ -15,7 +15,7 @@ from lousho.cli_support import run
 
 # name -> "module:attribute"
 COMMANDS = {
-    "observe": "lousho.page.cli:observe",  # the daemon with its page (observe cannot import it)
+    "observe": "lousho.cli_observe:observe",  # the daemon wired with what observe cannot import
     "sql": "lousho.observe.cli:sql",
     "runs": "lousho.observe.cli:runs",
     "sessions": "lousho.observe.sessions_cli:sessions",

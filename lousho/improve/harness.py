@@ -19,8 +19,6 @@ recorded under the candidate's revision.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import re
 import shutil
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
@@ -30,11 +28,9 @@ from typing import Any
 
 from lousho.agent.directory import MAX_INSTRUCTIONS_CHARS
 from lousho.errors import LoushoError, UsageError
+from lousho.harness_hash import INSTRUCTIONS, SKILL_FILE, HarnessUnreadable, harness_files, revision_of
+from lousho.harness_hash import SKILL_NAME as _SKILL_NAME
 
-INSTRUCTIONS = "instructions.md"
-SKILL_FILE = "SKILL.md"
-# The loader's rule for skill folder names (lousho.agent.directory._SKILL_NAME).
-_SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # Copied into a materialized directory never: run state, bytecode and the agent's scratch space.
 _SKIPPED_TOP = frozenset({".lousho", "workspace"})
 _SKIPPED_ANYWHERE = frozenset({"__pycache__"})
@@ -117,11 +113,7 @@ class Harness:
     @property
     def revision(self) -> str:
         """16 hex chars; equal to ``harness_revision`` of a directory holding these files' UTF-8 bytes."""
-        digest = hashlib.sha256()
-        # Skills in the order harness_revision sorts their Paths: by folder name, i.e. by path parts.
-        for path in [INSTRUCTIONS, *sorted(self._skill_paths(), key=lambda p: p.split("/"))]:
-            digest.update(path.encode() + b"\0" + self.files[path].encode("utf-8") + b"\0")
-        return digest.hexdigest()[:16]
+        return revision_of(self.files)
 
     @property
     def instructions(self) -> str:
@@ -213,31 +205,12 @@ def _skill_problem(name: str, text: str) -> str | None:
 def read_harness(agent_dir: Path) -> Harness:
     """Read the harness of an agent directory from disk, marking skills whose folder holds other files."""
     root = Path(agent_dir)
-    if not root.is_dir():
-        raise HarnessInvalid(f"{root}: not a directory")
-    path = root / INSTRUCTIONS
-    if not path.is_file():
-        raise HarnessInvalid(f"{path}: missing")
-    instructions = _read(path)
-    if not instructions.strip():
-        raise HarnessInvalid(f"{path}: empty")
-    if len(instructions) > MAX_INSTRUCTIONS_CHARS:
-        raise HarnessInvalid(f"{path}: {len(instructions)} characters, over the {MAX_INSTRUCTIONS_CHARS} limit")
-    files = {INSTRUCTIONS: instructions}
-    read_only = set()
-    skills = root / "skills"
-    for entry in sorted(skills.iterdir()) if skills.is_dir() else []:
-        if not entry.is_dir():
-            continue
-        if not _SKILL_NAME.match(entry.name):
-            raise HarnessInvalid(f"{entry}: skill names are lowercase letters, digits, - and _")
-        skill = entry / SKILL_FILE
-        if not skill.is_file():
-            raise HarnessInvalid(f"{entry}: a skill folder needs a {SKILL_FILE}")
-        key = f"skills/{entry.name}/{SKILL_FILE}"
-        files[key] = _read(skill)
-        if any(e.name not in _SKIPPED_ANYWHERE and e.name != SKILL_FILE for e in entry.iterdir()):
-            read_only.add(key)
+    try:
+        files = harness_files(root)
+    except HarnessUnreadable as e:
+        raise HarnessInvalid(e.message) from None
+    read_only = {key for key in files if key != INSTRUCTIONS and any(
+        e.name not in _SKIPPED_ANYWHERE and e.name != SKILL_FILE for e in (root / key).parent.iterdir())}
     read_only.update(key for key in files if linked_part(root, key) is not None)
     return Harness(files, frozenset(read_only))
 
@@ -276,14 +249,6 @@ def linked_part(root: Path, path: str) -> str | None:
         if here.is_symlink():
             return here.relative_to(root).as_posix()
     return None
-
-
-def _read(path: Path) -> str:
-    # Decode the bytes without newline translation, so the revision hashes exactly what is on disk.
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise HarnessInvalid(f"{path}: not UTF-8 text: {e}") from None
 
 
 def diff(base: Harness, other: Harness) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from lousho.errors import LoushoError
+from lousho.harness_hash import HarnessUnreadable, harness_revision
 from lousho.observe.export import record_score
 
 logger = logging.getLogger(__name__)
@@ -114,10 +114,9 @@ def agent_run(
 
 
 def _revision(harness: str | Path) -> str | None:
-    from lousho.improve.harness import harness_revision
-
+    # The improve loop's revision of the same directory (lousho.harness_hash is what both compute it with).
     try:
         return harness_revision(harness)
-    except LoushoError as e:
+    except HarnessUnreadable as e:
         logger.warning("lousho agent_run: no harness revision for %s: %s", harness, e.message)
         return None

@@ -6,6 +6,7 @@ import copy
 import functools
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +35,29 @@ if TYPE_CHECKING:
     from lousho.observe.trigger import AgentSpec
 
 # Builds the web page from the daemon's settings, the registered agents and --recover-store (raw: the
-# page parses it with the recover part's parser). Observe imports no other part (DESIGN §1), so the
-# entry point passes this in (``with_page``).
+# page parses it with the recover part's parser).
 PageMaker = Callable[[DaemonConfig, "tuple[AgentSpec, ...]", "str | None"], "PageFactory"]
+
+
+def _accept(value: object) -> None:
+    """No check: the command as observe alone can run it."""
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the daemon command needs from parts observe may not import (DESIGN §1); the entry point
+    (``lousho.cli_observe``) passes it in with :func:`wired`.
+
+    Each check runs before any port is bound or file created, and refuses with a usage error (exit 2).
+    """
+
+    # The page at /; None: no page.
+    make_page: PageMaker | None = None
+    # Refuses an --agent whose DIR or CHECK_MODULE every cycle would fail on (the improve part's rules).
+    check_agent: Callable[[AgentSpec], None] = _accept
+    # Refuses a malformed --model-url or --editor-model-url (the models part's rules).
+    check_model_url: Callable[[str], None] = _accept
+
 
 DEFAULT_URL = "http://127.0.0.1:4318"
 DEFAULT_DB = Path(".lousho/observe.duckdb")
@@ -109,18 +130,20 @@ def observe(
     queue_mib: float, sql_timeout: float, sql_workers: int, commit_delay: float, agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
     model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
-    make_page: PageMaker | None = None,
+    wiring: Wiring | None = None,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
-    from lousho.observe.trigger import CycleModels, TriggerConfig, parse_agents, validate_agent
+    from lousho.observe.trigger import CycleModels, TriggerConfig, parse_agents
 
+    wiring = wiring or Wiring()
     # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
     specs = parse_agents(agents)
     for spec in specs:
-        validate_agent(spec)
+        wiring.check_agent(spec)
     models = CycleModels(model_url, model_name, editor_model_url, editor_model)
-    models.validate()
+    for url in models.urls():
+        wiring.check_model_url(url)
     trigger = TriggerConfig(agents=specs, interval_s=trigger_interval,
                             improve_off=improve_switch.strip().lower() == "off", models=models,
                             retry_base_s=cycle_retry)
@@ -133,14 +156,14 @@ def observe(
         sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
-    page = make_page(config, specs, recover_store) if make_page is not None else None
+    page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None
     serve(config, announce=lambda line: click.echo(line), trigger=trigger, page=page)
 
 
-def with_page(make_page: PageMaker) -> click.Command:
-    """``lousho observe`` with the page ``make_page`` builds; the command itself, options and help, is unchanged."""
+def wired(wiring: Wiring) -> click.Command:
+    """``lousho observe`` given ``wiring``; the command itself, options and help, is unchanged."""
     command = copy.copy(observe)
-    command.callback = functools.partial(observe.callback, make_page=make_page)  # type: ignore[arg-type]
+    command.callback = functools.partial(observe.callback, wiring=wiring)  # type: ignore[arg-type]
     return command
 
 

@@ -80,6 +80,8 @@ class BadAgentOption(UsageError):
     hint = "write --agent NAME=DIR:CHECK_MODULE, e.g. --agent coder=agents/coder:agents/coder/check.py"
 
 
+# The two refusals below are raised by the check of --agent the entry point wires into the daemon command
+# (lousho.cli_observe): it asks the improve part, which observe may not import (DESIGN §1).
 class AgentDirInvalid(BadAgentOption):
     """DIR of --agent exists but holds no harness the loop could edit."""
 
@@ -112,7 +114,8 @@ class AgentSpec:
 def parse_agent(value: str) -> AgentSpec:
     """``NAME=DIR:CHECK_MODULE`` -> an AgentSpec; the directory and the check file must exist.
 
-    Only the syntax and the paths: :func:`validate_agent` checks what they hold."""
+    Only the syntax and the paths: what they hold is checked by the improve part, through the hook the
+    entry point gives the daemon command (``lousho.cli_observe.check_agent``)."""
     name, eq, rest = value.partition("=")
     if not eq or not name.strip():
         raise BadAgentOption(f"--agent {value!r}: expected NAME=DIR:CHECK_MODULE (no NAME= part)")
@@ -127,24 +130,6 @@ def parse_agent(value: str) -> AgentSpec:
         raise BadAgentOption(f"--agent {value!r}: the check module {check} does not exist")
     # Absolute: the cycle runs in the daemon's working directory, whatever it becomes.
     return AgentSpec(name.strip(), dir_path.resolve(), check_path.resolve())
-
-
-def validate_agent(agent: AgentSpec) -> None:
-    """Refuse at start what every cycle would fail on: DIR must hold a harness, and CHECK_MODULE must
-    import and define ``check``. Importing runs the module's top level, as each cycle will."""
-    # The improve part checks its own inputs; the daemon imports it only here, at start.
-    from lousho.errors import LoushoError
-    from lousho.improve.check_module import load_check_module
-    from lousho.improve.harness import read_harness
-
-    try:
-        read_harness(agent.directory)
-    except LoushoError as e:
-        raise AgentDirInvalid(f"--agent {agent.name}: {e.message}") from None
-    try:
-        load_check_module(agent.check)
-    except LoushoError as e:
-        raise AgentCheckInvalid(f"--agent {agent.name}: {e.message}") from None
 
 
 def parse_agents(values: Sequence[str]) -> tuple[AgentSpec, ...]:
@@ -193,14 +178,9 @@ class CycleModels:
                  ("--editor-model-url", self.editor_model_url), ("--editor-model", self.editor_model))
         return [part for flag, value in pairs if value for part in (flag, value)]
 
-    def validate(self) -> None:
-        """A malformed model URL fails every cycle: refuse it at start (exit 2, LOUSHO_MODELS_CONFIG_INVALID)."""
-        # The models part checks its own inputs, as improve checks --agent's (validate_agent).
-        from lousho.models.client import check_url
-
-        for url in (self.model_url, self.editor_model_url):
-            if url:
-                check_url(url)
+    def urls(self) -> list[str]:
+        """The model URLs given, each checked at start by the models part (a malformed one fails every cycle)."""
+        return [url for url in (self.model_url, self.editor_model_url) if url]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""``lousho observe`` with the web page at ``/``: observe's daemon command, given the page it cannot import.
+"""The web page at ``/`` of ``lousho observe``, built from the daemon's options.
 
 Observe depends on no other part (DESIGN §1), while the page reads analysis, improve and recover; so the
-entry points (``lousho observe``, ``python -m lousho.observe``) take the daemon command from here.
+entry point (``lousho.cli_observe``) hands ``make_page`` to the daemon command.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import duckdb
 
-from lousho.observe.cli import with_page
 from lousho.observe.config import DaemonConfig
 from lousho.observe.http_app import Mounted, PageFactory
 from lousho.observe.trigger import AgentSpec
@@ -30,5 +29,3 @@ def make_page(config: DaemonConfig, agents: tuple[AgentSpec, ...], recover_store
 
     return build
 
-
-observe = with_page(make_page)

@@ -41,8 +41,8 @@ def monitor(agent_dir: Path, out: Path, observe: str | None, db: Path | None, to
             revision: str | None, rule: str) -> None:
     """The watched edit of AGENT_DIR: each side's cumulative pass rate, and the pooled z on cumulative
     counts against the boundary at the looks (20/40/60 runs per side by default)."""
-    from lousho.agent import directory
     from lousho.analysis.monitor import MonitorConfig
+    from lousho.improve.harness import agent_name
     from lousho.improve.state import Paths, load_config
     from lousho.plot._canvas import output_format, save
     from lousho.plot.edits import applied_edit, judged_revisions, watched_edit
@@ -50,7 +50,8 @@ def monitor(agent_dir: Path, out: Path, observe: str | None, db: Path | None, to
 
     output_format(out)
     edit = applied_edit(agent_dir, revision) if revision else watched_edit(agent_dir)
-    agent = directory.load(agent_dir).name
+    # The name the loop records and watches the agent's runs under (agent.toml's, without running tools.py).
+    agent = agent_name(agent_dir)
     # The watcher's own monitor settings, so the plot shows the decision the loop makes.
     max_age = timedelta(days=load_config(Paths(agent_dir)).monitor_max_age_days)
     config = MonitorConfig(rule=rule, max_age=max_age)

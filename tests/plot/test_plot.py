@@ -79,6 +79,21 @@ def test_plot_monitor_draws_the_judged_edit_as_a_png(demo_dir: Path, tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.system
+def test_plot_monitor_reads_the_agents_name_without_running_its_tools(demo_dir: Path, tmp_path: Path):
+    """The name comes from agent.toml as the loop reads it: drawing a plot runs none of the agent's code."""
+    agent_dir = tmp_path / "agent"
+    shutil.copytree(demo_dir / "agent", agent_dir)
+    (agent_dir / "tools.py").write_text("raise RuntimeError('the agent ran to draw a plot')\n")
+    out = tmp_path / "monitor.png"
+    result = plot("monitor", agent_dir, "--revision", judged_revision(agent_dir),
+                  "--db", demo_dir / "observe.duckdb", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"wrote {out}: keep: no regression by the last look" in result.stdout
+    assert_png_with_content(out, 800, 600)
+
+
+@pytest.mark.slow
+@pytest.mark.system
 def test_plot_pass_rate_draws_every_harness_revision_as_a_png(demo_dir: Path, tmp_path: Path):
     agent = tomllib.loads((demo_dir / "agent" / "agent.toml").read_text())["name"]
     out = tmp_path / "pass-rate.png"

@@ -14,6 +14,11 @@ class CheckModuleInvalid(UsageError):
     hint = "a check module defines check(input, output) -> Verdict, and optionally cases() and probe()"
 
 
+class OptionInvalid(UsageError):
+    code = "LOUSHO_IMPROVE_OPTION_INVALID"
+    hint = "see `lousho improve --help` and docs/improve.md for each option's values"
+
+
 class CheckRaised(ImproveError):
     code = "LOUSHO_IMPROVE_CHECK_RAISED"
     hint = "fix the check module: check() must return a Verdict for every output, including None"

@@ -9,14 +9,17 @@ from __future__ import annotations
 import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from lousho.improve.state import Paths
+if TYPE_CHECKING:  # state takes its lock from here
+    from lousho.improve.state import Paths
 
 
 @contextmanager
 def exclusive(paths: Paths, name: str, *, wait: bool = True) -> Iterator[bool]:
     """An ``fcntl`` lock on ``.lousho/<name>.lock`` across processes: one cycle (``wait=False``: yields
-    False when another holds it) or one writer at a time per directory."""
+    False when another holds it), one writer or one state update at a time per directory. Not
+    re-entrant: a holder must not take the same name again."""
     paths.ensure()
     with (paths.root / f"{name}.lock").open("a+") as handle:
         try:

@@ -136,3 +136,12 @@ def test_models_that_time_out(tmp_path: Path, editor: ModelConfig) -> None:
         result = improve_agent(agent, check, options)
     assert result.error is not None and result.error["code"] == "LOUSHO_IMPROVE_PROBE_FAILED"
     assert "timeout" in result.reason.lower() or "timed out" in result.reason.lower()
+
+
+@pytest.mark.parametrize("options", [StepOptions(proposers=5), StepOptions(mode="fast"),  # type: ignore[arg-type]
+                                     StepOptions(failure_names="all")])  # type: ignore[arg-type]
+def test_an_option_out_of_range_is_an_error_result_not_an_exception(tmp_path: Path, options: StepOptions) -> None:
+    agent, check = make_agent(tmp_path)
+    result = improve_agent(agent, check, options)
+    assert result.outcome == "keep-base" and result.error is not None
+    assert result.error["code"] == "LOUSHO_IMPROVE_OPTION_INVALID" and result.error["hint"]

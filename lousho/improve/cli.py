@@ -65,10 +65,13 @@ def improve() -> None:
 @click.option("--select", is_flag=True, help="Gate every candidate and let a blind selector pick among passers.")
 @click.option("--parallel", is_flag=True, help="Run editors, then their probes, two at a time.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Replay editor calls with byte-identical requests from here (and count them in its ledger).")
-@click.option("--cached-probe", is_flag=True, help="With --cache-dir, also replay probe runs (old evidence).")
+              help="Replay editor calls with byte-identical requests from here (and count them in its ledger). "
+                   "Step only: the loop keeps its cache in DIR/.lousho/cache.")
+@click.option("--cached-probe", is_flag=True,
+              help="With --cache-dir, also replay probe runs (old evidence). Step only.")
 @click.option("--quoted-checks", type=click.Choice(["reject", "flag"]), default="reject", show_default=True,
-              help="What to do with an edit that adds a failed check's name.")
+              help="What to do with an edit that adds a failed check's name. Step only: the loop "
+                   "takes quoted_checks from .lousho/improve.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the card.")
 @click.option("--apply", "apply_", is_flag=True,
               help="Run one cycle of the loop: canary, then apply (auto mode) or queue (manual mode).")

@@ -104,16 +104,17 @@ def demo(workdir: Path, n_runs: int) -> None:
 def _improve_step(agent_dir: Path, observe_url: str) -> None:
     """One improvement step on the recurring failures: editors (a scripted editor model) propose, the
     gate tests on fresh runs, and the card is printed. Nothing is written to the agent directory."""
-    from lousho.improve import format_improve_result, improve_agent
+    from lousho.improve import StepOptions, format_improve_result, improve_agent
     from lousho.models.config import ModelConfig
     from lousho.models.scripted import ScriptedModelServer
 
     _say("7. lousho improve: one step on those cases (scripted editors; the agent directory is not written)")
     with ScriptedModelServer(agent_dir / "model.py", seed=1) as model, \
             ScriptedModelServer(agent_dir / "editor.py") as editor:
-        result = improve_agent(agent_dir, agent_dir / "check.py", model=ModelConfig(model.url, "scripted"),
-                               editor_model=ModelConfig(editor.url, "scripted-editor"), observe=observe_url,
-                               recurring_only=True)
+        options = StepOptions(model=ModelConfig(model.url, "scripted"),
+                              editor_model=ModelConfig(editor.url, "scripted-editor"), observe=observe_url,
+                              recurring_only=True)
+        result = improve_agent(agent_dir, agent_dir / "check.py", options)
     click.echo(visible(format_improve_result(result), newlines=True), nl=False)
 
 
@@ -125,6 +126,7 @@ def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> Non
     from lousho.agent.runner import AgentSetup, open_agent
     from lousho.improve.cycle import LoopSetup, force_apply, run_cycle
     from lousho.improve.harness import read_harness
+    from lousho.improve.options import StepOptions
     from lousho.improve.watch_lease import new_owner
     from lousho.improve.watcher import tick
     from lousho.models.config import ModelConfig
@@ -134,8 +136,9 @@ def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> Non
     with ScriptedModelServer(agent_dir / "model.py", seed=1) as model, \
             ScriptedModelServer(agent_dir / "editor.py") as editor:
         agent_model = ModelConfig(model.url, "scripted")
-        setup = LoopSetup(agent_dir, agent_dir / "check.py", agent_model, ModelConfig(editor.url, "scripted-editor"),
-                          observe=observe_url, environ={})
+        options = StepOptions(model=agent_model, editor_model=ModelConfig(editor.url, "scripted-editor"),
+                              observe=observe_url)
+        setup = LoopSetup(agent_dir, agent_dir / "check.py", options, environ={})
         cycle = run_cycle(setup)
         for check in cycle.checks:
             click.echo(visible(f"   {check.name}: {'pass' if check.passed else 'FAIL'}: {check.reason}"))

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "tests" / "improve"))
 
 from improve_support import ADD_FIX, agent_policy, editor_script, make_agent  # noqa: E402
 
-from lousho.improve import improve_agent  # noqa: E402
+from lousho.improve import StepOptions, improve_agent  # noqa: E402
 from lousho.improve.check_module import load_check_module, module_cases  # noqa: E402
 from lousho.improve.probe import AgentProbe  # noqa: E402
 from lousho.models.config import ModelConfig  # noqa: E402
@@ -41,7 +41,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 agent, check = make_agent(Path(tmp))
                 started = time.perf_counter()
-                result = improve_agent(agent, check, model=agent_model, editor_model=editor_model)
+                result = improve_agent(agent, check, StepOptions(model=agent_model, editor_model=editor_model))
                 step_s = time.perf_counter() - started
                 assert result.outcome == "proposal", result.reason
                 runs = result.cost.agent_runs

@@ -27,8 +27,3 @@ class RunPending(LoushoError):
 
     code = "LOUSHO_SESSION_TURN_PENDING"
     hint = "resume it (`lousho runs resume RUN_ID`) or discard it (session.discard_pending())"
-
-
-class ApprovalNeeded(LoushoError):
-    code = "LOUSHO_RUN_AWAITING_APPROVAL"
-    hint = "approve or deny it: `lousho runs approve RUN_ID APPROVAL_ID [--deny]`"

@@ -12,6 +12,7 @@ _EXPORTS = {
     "ImproveResult": "lousho.improve.result",
     "ProbeResult": "lousho.improve.probe",
     "RunRecord": "lousho.improve.records",
+    "StepOptions": "lousho.improve.options",
     "create_shadow_hook": "lousho.improve.probe",
     "format_improve_result": "lousho.improve.card",
     "harness_revision": "lousho.improve.harness",

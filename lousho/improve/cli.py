@@ -29,9 +29,9 @@ class _DirGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-# The daemon a loop reads: its URL or store file, bearer token and CA certificate (None: no daemon).
-Daemon = tuple[str | None, str | None, Path | None]
-NO_DAEMON: Daemon = (None, None, None)
+# Flags of the step that the loop owns: it keeps its cache in DIR/.lousho/cache, never replays agent runs
+# (a write needs fresh evidence) and takes the quoted-check policy from .lousho/improve.json.
+STEP_ONLY = {"cache_dir": "--cache-dir", "cached_probe": "--cached-probe", "quoted_checks": "--quoted-checks"}
 
 @click.group("improve", cls=_DirGroup)
 def improve() -> None:
@@ -65,10 +65,13 @@ def improve() -> None:
 @click.option("--select", is_flag=True, help="Gate every candidate and let a blind selector pick among passers.")
 @click.option("--parallel", is_flag=True, help="Run editors, then their probes, two at a time.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Replay editor calls with byte-identical requests from here (and count them in its ledger).")
-@click.option("--cached-probe", is_flag=True, help="With --cache-dir, also replay probe runs (old evidence).")
+              help="Replay editor calls with byte-identical requests from here (and count them in its ledger). "
+                   "Step only: the loop keeps its cache in DIR/.lousho/cache.")
+@click.option("--cached-probe", is_flag=True,
+              help="With --cache-dir, also replay probe runs (old evidence). Step only.")
 @click.option("--quoted-checks", type=click.Choice(["reject", "flag"]), default="reject", show_default=True,
-              help="What to do with an edit that adds a failed check's name.")
+              help="What to do with an edit that adds a failed check's name. Step only: the loop "
+                   "takes quoted_checks from .lousho/improve.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the card.")
 @click.option("--apply", "apply_", is_flag=True,
               help="Run one cycle of the loop: canary, then apply (auto mode) or queue (manual mode).")
@@ -86,24 +89,25 @@ def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: s
          cached_probe: bool, quoted_checks: str, as_json: bool, apply_: bool, watch: bool, interval: float | None,
          ticks: int | None, agent_name: str | None) -> None:
     """One improvement step on AGENT_DIR: propose an edit or keep the base. Writes nothing to AGENT_DIR
-    (unless --apply or --watch runs the loop).
+    (unless --apply or --watch runs the loop, with the same models, store and search flags).
 
     Exit 0 for either outcome, 1 when the step could not run.
     """
     from lousho.improve.card import format_improve_result
+    from lousho.improve.options import StepOptions
     from lousho.improve.step import improve_agent
 
     model, editor = _models(model_url, model_name, model_key_env, model_timeout, editor_model_url, editor_model_name)
+    options = StepOptions(model=model, editor_model=editor, observe=observe, observe_token=token,
+                          observe_ca_cert=ca_cert, agent_name=agent_name, proposers=proposers, mode=mode,  # type: ignore[arg-type]
+                          select=select, parallel=parallel, cache_dir=cache_dir, cached_probe=cached_probe,
+                          quoted_checks=quoted_checks)  # type: ignore[arg-type]
     if apply_ or watch:
-        _loop(agent_dir, check_path, model, editor, (observe, token, ca_cert), as_json, watch, interval, ticks,
-              agent_name)
+        _refuse_step_only(click.get_current_context(), "--watch" if watch else "--apply")
+        _loop(agent_dir, check_path, options, as_json, watch, interval, ticks)
         return
     with _progress(enabled=not as_json and sys.stderr.isatty()) as progress:
-        result = improve_agent(agent_dir, check_path, model=model, editor_model=editor, observe=observe,
-                               observe_token=token, observe_ca_cert=ca_cert, proposers=proposers, mode=mode,  # type: ignore[arg-type]
-                               select=select, parallel=parallel, cache_dir=cache_dir, cached_probe=cached_probe,
-                               quoted_checks=quoted_checks,  # type: ignore[arg-type]
-                               environ=dict(os.environ), progress=progress, agent_name=agent_name)
+        result = improve_agent(agent_dir, check_path, options, environ=dict(os.environ), progress=progress)
     if as_json:
         data = result.to_dict()
         click.echo(json.dumps({k: data[k] for k in ("outcome", "reason", "diff", "cost", "revision", "base_revision",
@@ -113,6 +117,20 @@ def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: s
         _echo(format_improve_result(result), nl=False)
     if result.could_not_run:
         sys.exit(1)
+
+
+def _refuse_step_only(ctx: click.Context, loop_flag: str) -> None:
+    from click.core import ParameterSource
+
+    from lousho.improve.errors import OptionInvalid
+
+    given = [flag for name, flag in STEP_ONLY.items() if ctx.get_parameter_source(name) != ParameterSource.DEFAULT]
+    if given:
+        raise OptionInvalid(f"{', '.join(given)} cannot be used with {loop_flag}: the loop sets it itself",
+                            code="LOUSHO_IMPROVE_STEP_ONLY_OPTION",
+                            hint="the loop keeps its cache in DIR/.lousho/cache, never replays agent runs, and takes "
+                                 "quoted_checks from .lousho/improve.json; drop the flag, or run a step without "
+                                 f"{loop_flag}")
 
 
 @contextmanager
@@ -137,16 +155,15 @@ def _models(model_url: str | None, model_name: str | None, model_key_env: str, m
     return model, editor
 
 
-def _setup(agent_dir: Path, check_path: Path | None, model: Any, editor: Any, daemon: Daemon,
-           rate_limit: bool = False, agent_name: str | None = None) -> Any:
-    from lousho.improve.cycle import LoopSetup
+def _setup(agent_dir: Path, check_path: Path | None, options: Any = None, rate_limit: bool = False) -> Any:
+    from lousho.improve.loop_setup import LoopSetup
+    from lousho.improve.options import StepOptions
 
     if not agent_dir.is_dir():
         raise UsageError(f"{agent_dir}: not a directory", code="LOUSHO_AGENT_DIR_INVALID",
                          hint="pass the harness directory (it holds instructions.md and skills/<name>/SKILL.md)")
-    observe, token, ca_cert = daemon
-    return LoopSetup(agent_dir, check_path if check_path is not None else _no_check, model, editor, observe, token,
-                     dict(os.environ), rate_limit=rate_limit, agent_name=agent_name, observe_ca_cert=ca_cert)
+    return LoopSetup(agent_dir, check_path if check_path is not None else _no_check, options or StepOptions(),
+                     dict(os.environ), rate_limit=rate_limit)
 
 
 def _no_check(input_text: str, output: str | None) -> Any:
@@ -154,13 +171,14 @@ def _no_check(input_text: str, output: str | None) -> Any:
                      hint="pass --check and the model flags")
 
 
-def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, daemon: Daemon, as_json: bool,
-          watch: bool, interval: float | None, ticks: int | None, agent_name: str | None) -> None:
+def _loop(agent_dir: Path, check_path: Path, options: Any, as_json: bool, watch: bool, interval: float | None,
+          ticks: int | None) -> None:
     from lousho.improve.cycle import run_cycle
     from lousho.improve.watcher import watch as watch_loop
 
+    options.validate()
     if watch:
-        setup = _setup(agent_dir, check_path, model, editor, daemon, rate_limit=True, agent_name=agent_name)
+        setup = _setup(agent_dir, check_path, options, rate_limit=True)
 
         def show(t: Any) -> None:
             line = {"action": t.action, "reason": t.reason}
@@ -172,7 +190,7 @@ def _loop(agent_dir: Path, check_path: Path, model: Any, editor: Any, daemon: Da
 
         watch_loop(setup, ticks=ticks, interval=interval, on_tick=show)
         return
-    result = run_cycle(_setup(agent_dir, check_path, model, editor, daemon, agent_name=agent_name))
+    result = run_cycle(_setup(agent_dir, check_path, options))
     _print_cycle(result, as_json)
     if result.outcome == "error":
         sys.exit(1)
@@ -205,9 +223,10 @@ def approve(agent_dir: Path, proposal_id: str, check_path: Path, model_url: str 
             model_key_env: str, model_timeout: float, as_json: bool) -> None:
     """Write a queued proposal: refused when the harness changed since it was made."""
     from lousho.improve.cycle import apply_proposal
+    from lousho.improve.options import StepOptions
 
     model, _ = _models(model_url, model_name, model_key_env, model_timeout, None, None)
-    result = apply_proposal(_setup(agent_dir, check_path, model, None, NO_DAEMON), proposal_id, by="person")
+    result = apply_proposal(_setup(agent_dir, check_path, StepOptions(model=model)), proposal_id, by="person")
     _print_cycle(result, as_json)
     if result.outcome in ("refused", "paused"):
         sys.exit(1)
@@ -220,7 +239,7 @@ def reject(agent_dir: Path, proposal_id: str) -> None:
     """Reject a queued proposal: nothing is written."""
     from lousho.improve.cycle import reject_proposal
 
-    result = reject_proposal(_setup(agent_dir, None, None, None, NO_DAEMON), proposal_id)
+    result = reject_proposal(_setup(agent_dir, None), proposal_id)
     _echo(f"{result.outcome}: {result.reason}")
     if result.outcome == "refused":
         sys.exit(1)
@@ -233,7 +252,7 @@ def rollback_command(agent_dir: Path, to: str | None) -> None:
     """Restore a saved revision through the writer (a new history entry) and start the cooldown."""
     from lousho.improve.cycle import rollback
 
-    result = rollback(_setup(agent_dir, None, None, None, NO_DAEMON), to=to, reason="by a person")
+    result = rollback(_setup(agent_dir, None), to=to, reason="by a person")
     _echo(f"rolled back: the harness is at {result.revision}")
 
 
@@ -254,20 +273,19 @@ def status(agent_dir: Path, as_json: bool) -> None:
     """The loop's config, state, the watched edit, queued proposals, lessons and the audit chain."""
     from dataclasses import asdict
 
-    from lousho.improve import audit, lessons
+    from lousho.improve import audit, lessons, proposals
     from lousho.improve.controls import kill_switch
-    from lousho.improve.cycle import list_proposals
     from lousho.improve.harness import read_harness
     from lousho.improve.state import Paths, load_config, load_state
     from lousho.improve.writer import saved_revisions
 
     paths = Paths(agent_dir)
-    _setup(agent_dir, None, None, None, NO_DAEMON)
+    _setup(agent_dir, None)
     verdict = audit.verify(paths)
     data = {
         "revision": read_harness(agent_dir).revision, "config": asdict(load_config(paths)),
-        "state": asdict(load_state(paths)), "kill_switch": kill_switch(paths, os.environ),
-        "proposals": [{k: p[k] for k in ("id", "status", "revision", "created_at")} for p in list_proposals(paths)],
+        "state": load_state(paths).to_dict(), "kill_switch": kill_switch(paths, os.environ),
+        "proposals": [{k: p[k] for k in ("id", "status", "revision", "created_at")} for p in proposals.list_all(paths)],
         "lessons": [asdict(le) for le in lessons.load(paths)], "revisions": saved_revisions(paths),
         "audit": {"ok": verdict.ok, "lines": verdict.lines, "reason": verdict.reason},
     }

@@ -54,17 +54,6 @@ def add(paths: Paths, cases: Iterable[Case], kind: str, revision: str) -> list[C
 
 
 @dataclass(frozen=True)
-class CaseCheck:
-    case_id: str
-    passes: int
-    runs: int
-    base_passes: int | None = None
-    rerun_base: int | None = None
-    rerun_passes: int | None = None
-    verdict: str = ""
-
-
-@dataclass(frozen=True)
 class CheckDecision:
     """A canary's or a guard's verdict, with per-case counts and the rule's error rate."""
 
@@ -77,6 +66,17 @@ class CheckDecision:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class CaseCheck:
+    case_id: str
+    passes: int
+    runs: int
+    base_passes: int | None = None
+    rerun_base: int | None = None
+    rerun_passes: int | None = None
+    verdict: str = ""
 
 
 def replay_canary(run_many: RunMany, proposal: Harness, training: Sequence[Case], corpus: Sequence[Case],

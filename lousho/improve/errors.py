@@ -1,4 +1,5 @@
-"""Errors of the improve step. Each ends a step with outcome keep-base and this code as its reason."""
+"""Errors of improve: the step's (each ends a step with outcome keep-base and its code as the reason)
+and the writer's refusals."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ class ImproveError(LoushoError):
 class CheckModuleInvalid(UsageError):
     code = "LOUSHO_IMPROVE_CHECK_INVALID"
     hint = "a check module defines check(input, output) -> Verdict, and optionally cases() and probe()"
+
+
+class OptionInvalid(UsageError):
+    code = "LOUSHO_IMPROVE_OPTION_INVALID"
+    hint = "see `lousho improve --help` and docs/improve.md for each option's values"
 
 
 class CheckRaised(ImproveError):
@@ -37,3 +43,26 @@ class Stopped(ImproveError):
 class ProbeFailed(ImproveError):
     code = "LOUSHO_IMPROVE_PROBE_FAILED"
     hint = "the agent's model could not be reached or answered garbage; check --model-url and the model's logs"
+
+
+# The writer's refusals.
+
+
+class StaleHarness(LoushoError):
+    code = "LOUSHO_IMPROVE_STALE"
+    hint = "the harness changed since this edit was made; run a new cycle on the current harness"
+
+
+class WriteRefused(LoushoError):
+    code = "LOUSHO_IMPROVE_WRITE_REFUSED"
+    hint = "the edit's added text trips the injection checks; it was not written"
+
+
+class LinkRefused(LoushoError):
+    code = "LOUSHO_IMPROVE_LINK_REFUSED"
+    hint = "replace the symbolic link with a real file or folder inside the agent directory, or edit that file by hand"
+
+
+class RevisionMissing(LoushoError):
+    code = "LOUSHO_IMPROVE_REVISION_MISSING"
+    hint = "`lousho improve status DIR` lists the saved revisions"

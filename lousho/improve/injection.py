@@ -15,13 +15,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from lousho.improve.sanitize import contains_marker
-
-# Zero-width, bidi and other invisible format characters, Unicode tag characters, and C0/C1 control
-# characters other than tab, newline and carriage return: none has a visible reason to be in an edit.
-_HIDDEN = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
+from lousho.text_safety import has_hidden, remove_hidden
 
 _HTML_TAGS = (
     "a|abbr|audio|b|base|body|br|button|center|code|details|div|em|embed|font|form|frame|frameset|h[1-6]|head|"
@@ -63,7 +57,7 @@ def added_text(before: str, after: str) -> str:
 
 def _normalise(text: str) -> str:
     """Fold lookalikes and width (NFKC), drop hidden characters, and make each whitespace run one space."""
-    return " ".join(_HIDDEN.sub("", unicodedata.normalize("NFKC", text)).split())
+    return " ".join(remove_hidden(unicodedata.normalize("NFKC", text)).split())
 
 
 def _looks_like_base64(run: str) -> bool:
@@ -77,7 +71,7 @@ def injection_findings(text: str) -> list[str]:
     findings = [reason for reason, pattern in _HEURISTICS if pattern.search(normal)]
     if contains_marker(text):
         findings.append("marker")
-    if _HIDDEN.search(text):
+    if has_hidden(text):
         findings.append("hidden characters")
     if any(_looks_like_base64(match.group()) for match in _BASE64_RUN.finditer(normal)):
         findings.append("base64 blob")
@@ -150,10 +144,6 @@ _BARE_DOMAIN = re.compile(
     r"\b(?:/[^\s<>\"'`]*)?",
     re.IGNORECASE,
 )
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff"
-    "\ufff9-\ufffb\U000e0000-\U000e007f]"
-)
 _LINK_REMOVED = "[link removed]"
 
 
@@ -165,7 +155,9 @@ def _url_replacement(match: re.Match[str]) -> str:
 
 
 def _plain_once(text: str) -> str:
-    text = _CONTROL.sub("", text)
+    # The shared hidden set, and carriage returns too: a card or log line is read on a terminal,
+    # where a CR would let the text after it overwrite the text before.
+    text = remove_hidden(text).replace("\r", "")
     text = _IMAGE.sub("", text)
     text = _LINK_DEFINITION.sub("", text)
     text = _LINK.sub(lambda match: match.group(1), text)

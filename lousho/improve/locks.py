@@ -9,14 +9,23 @@ from __future__ import annotations
 import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
 
-from lousho.improve.state import Paths
+
+class LoopDir(Protocol):
+    """What a lock needs of ``state.Paths`` (which takes its own lock from here, so it is not imported)."""
+
+    root: Path
+
+    def ensure(self) -> None: ...
 
 
 @contextmanager
-def exclusive(paths: Paths, name: str, *, wait: bool = True) -> Iterator[bool]:
+def exclusive(paths: LoopDir, name: str, *, wait: bool = True) -> Iterator[bool]:
     """An ``fcntl`` lock on ``.lousho/<name>.lock`` across processes: one cycle (``wait=False``: yields
-    False when another holds it) or one writer at a time per directory."""
+    False when another holds it), one writer or one state update at a time per directory. Not
+    re-entrant: a holder must not take the same name again."""
     paths.ensure()
     with (paths.root / f"{name}.lock").open("a+") as handle:
         try:

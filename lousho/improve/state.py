@@ -11,14 +11,23 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from lousho.errors import UsageError
+from lousho.improve.locks import exclusive
 
 Approval = Literal["auto", "manual"]
+# Where an applied (or traffic-served) edit stands. Under watch: monitoring (written; the guard and the
+# monitor judge it) and traffic (served to a share of sessions, not written yet). Decided: kept,
+# kept-unverified (no live verdict in time), rolled-back, superseded (a person changed the harness
+# since), retired (the traffic canary found it no better), promote-refused (stale or paused at promote).
+WatchStatus = Literal["monitoring", "traffic", "kept", "kept-unverified", "rolled-back", "superseded", "retired",
+                      "promote-refused"]
+UNDER_WATCH: frozenset[str] = frozenset({"monitoring", "traffic"})
 
 
 class ConfigInvalid(UsageError):
@@ -57,6 +66,49 @@ class LoopConfig:
         return self.approval == "auto"
 
 
+@dataclass(frozen=True)
+class WatchedEdit:
+    """The edit the loop watches: ``before`` -> ``after``, and where it stands (``status``).
+
+    Times are ISO UTC. ``applied_at`` is set once it is written (a traffic candidate has ``started_at``
+    instead); ``cited`` are the lessons its editors cited, ``fixed`` the training cases it helped.
+    """
+
+    status: WatchStatus
+    before: str
+    after: str
+    proposal: str | None = None
+    cited: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()
+    applied_at: str | None = None
+    started_at: str | None = None
+    reason: str | None = None  # why it left the watch
+    decided_at: str | None = None  # kept or kept-unverified
+    rolled_back_at: str | None = None
+
+    @property
+    def under_watch(self) -> bool:
+        return self.status in UNDER_WATCH
+
+    def decided(self, status: WatchStatus, reason: str, **times: str) -> WatchedEdit:
+        """This edit with a new status, the reason, and the time fields given (decided_at, rolled_back_at)."""
+        return replace(self, status=status, reason=reason, **times)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``state.json`` holds it: unset fields left out."""
+        data = {key: value for key, value in asdict(self).items() if value is not None}
+        data["cited"], data["fixed"] = list(self.cited), list(self.fixed)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WatchedEdit:
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values["cited"] = tuple(values.get("cited") or ())
+        values["fixed"] = tuple(values.get("fixed") or ())
+        return cls(**values)
+
+
 @dataclass
 class LoopState:
     """What the loop remembers between cycles. ``day`` is the UTC date the counters belong to."""
@@ -66,15 +118,19 @@ class LoopState:
     tokens_today: int = 0
     applies_today: int = 0
     cooldown_until: str | None = None  # ISO UTC
-    watched: dict[str, Any] | None = None  # the applied edit under watch: revisions, applied_at, cases
+    watched: WatchedEdit | None = None  # the last applied (or traffic-served) edit, watched or decided
     last_guard_at: str | None = None
     last_cycle_at: str | None = None
-    regressions_seen: list[str] = field(default_factory=list)  # daemon trigger: one cycle per regression
 
     def roll_day(self, now: datetime) -> None:
         today = now.astimezone(UTC).date().isoformat()
         if self.day != today:
             self.day, self.cycles_today, self.tokens_today, self.applies_today = today, 0, 0, 0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["watched"] = self.watched.to_dict() if self.watched else None
+        return data
 
 
 class Paths:
@@ -139,20 +195,25 @@ def load_config(paths: Paths) -> LoopConfig:
     return config
 
 
-def save_config(paths: Paths, config: LoopConfig) -> None:
-    _write_json(paths.config, asdict(config))
-
-
 def load_state(paths: Paths) -> LoopState:
     if not paths.state.exists():
         return LoopState()
     data = json.loads(paths.state.read_text(encoding="utf-8"))
     known = {f.name for f in fields(LoopState)}
-    return LoopState(**{k: v for k, v in data.items() if k in known})
+    state = LoopState(**{k: v for k, v in data.items() if k in known})
+    if isinstance(data.get("watched"), dict):
+        state.watched = WatchedEdit.from_dict(data["watched"])
+    return state
 
 
-def save_state(paths: Paths, state: LoopState) -> None:
-    _write_json(paths.state, asdict(state))
+def update(paths: Paths, change: Callable[[LoopState], None]) -> LoopState:
+    """Load the state, let ``change`` modify it, save it, and return it: one read-modify-write under
+    ``.lousho/state.lock``, so a watcher, a cycle and a CLI command never lose each other's counts."""
+    with exclusive(paths, "state"):
+        state = load_state(paths)
+        change(state)
+        _write_json(paths.state, state.to_dict())
+    return state
 
 
 def now_utc() -> datetime:

@@ -25,7 +25,6 @@ from typing import Any, Literal
 
 from lousho.agent import directory as agent_directory
 from lousho.agent.verdict import Check
-from lousho.analysis.gates import DEFAULT_RULES, GateRules
 from lousho.errors import LoushoError
 from lousho.improve import injection
 from lousho.improve.cache import Cache, CachedClient, Ledger
@@ -36,6 +35,7 @@ from lousho.improve.errors import CheckModuleInvalid, ImproveError, NoCases, Pro
 from lousho.improve.gate import SEARCH_REPEATS, Gate, GateDecision
 from lousho.improve.harness import Harness, diff, is_reference_agent, read_harness
 from lousho.improve.harness import agent_name as default_agent_name
+from lousho.improve.options import StepOptions
 from lousho.improve.probe import AgentProbe, UserProbe
 from lousho.improve.records import Case, Recovery, RunRecord
 from lousho.improve.result import Cost, Decision, ImproveResult
@@ -45,9 +45,6 @@ from lousho.improve.store_cases import cases_from_store
 from lousho.models.config import ModelConfig
 from lousho.models.protocol import ModelClient
 
-Mode = Literal["default", "seq"]
-QuotedChecks = Literal["reject", "flag"]
-FailureNames = Literal["real", "none", "shuffled"]
 Progress = Callable[[str], None]
 
 
@@ -61,50 +58,36 @@ class Candidate:
 def improve_agent(
     agent_dir: str | Path,
     check: str | Path | ModuleType | CheckModule | Check,
+    options: StepOptions | None = None,
     *,
-    model: ModelConfig | None = None,
-    editor_model: ModelConfig | None = None,
     cases: Sequence[Case | str | Mapping[str, Any]] | None = None,
     recoveries: Sequence[Recovery] = (),
-    observe: str | Path | None = None,
-    observe_token: str | None = None,
-    observe_ca_cert: Path | None = None,
-    recurring_only: bool = False,
     lessons: Sequence[str] = (),
-    proposers: int = 1,
-    mode: Mode = "default",
-    select: bool = False,
-    parallel: bool = False,
-    cache_dir: str | Path | None = None,
-    cached_probe: bool = False,
-    quoted_checks: QuotedChecks = "reject",
-    failure_names: FailureNames = "real",
-    rules: GateRules = DEFAULT_RULES,
     environ: Mapping[str, str] | None = None,
     editor_client: ModelClient | None = None,
     progress: Progress | None = None,
     stop_check: Callable[[], str | None] | None = None,
-    token_budget: int | None = None,
-    agent_name: str | None = None,
 ) -> ImproveResult:
-    """One step on ``agent_dir`` judged by ``check``; never raises for a problem of the inputs or of a
-    model: the result is then ``keep-base`` with the reason and ``error`` (code, message, hint)."""
+    """One step on ``agent_dir`` judged by ``check``, searching as ``options`` say (the defaults without).
+
+    ``cases`` replaces the check module's cases; ``recoveries`` and ``lessons`` are more evidence for the
+    editors; ``editor_client`` replaces a client made from ``options.editor_model``; ``stop_check`` returns
+    a reason to stop (the kill switch). Never raises for a problem of the inputs or of a model: the result
+    is then ``keep-base`` with the reason and ``error`` (code, message, hint).
+    """
     root = Path(agent_dir)
     step: _Step | None = None
     try:
-        _check_options(proposers, mode, quoted_checks, failure_names)
-        step = _Step(root, load_check_module(check), model, editor_model, cases, tuple(recoveries),
-                     (observe, observe_token, observe_ca_cert, recurring_only) if observe is not None else None,
-                     tuple(lessons),
-                     proposers, mode, select, parallel, Path(cache_dir) if cache_dir else None, cached_probe,
-                     quoted_checks, failure_names, rules, dict(os.environ if environ is None else environ),
-                     editor_client, progress or (lambda _: None), stop_check or (lambda: None), token_budget,
-                     agent_name)
+        options = options or StepOptions()
+        options.validate()
+        step = _Step(root, load_check_module(check), options, _Inputs(
+            cases, tuple(recoveries), tuple(lessons), dict(os.environ if environ is None else environ), editor_client,
+            progress or (lambda _: None), stop_check or (lambda: None)))
         return step.run()
     except LoushoError as e:
         reason = f"the step could not run: {e.message}"
         error = {"code": e.code, "message": e.message, "hint": e.hint}
-        if step is None or not hasattr(step, "ledger"):
+        if step is None:
             return ImproveResult("keep-base", reason, str(root), error=error)
         return dataclasses.replace(step._result("keep-base", reason, None), error=error)
 
@@ -129,63 +112,52 @@ def build_runner(agent_dir: Path, module: CheckModule, model: ModelConfig | None
     return Runner(agent_dir, work_dir, probe, probe_id, cache, ledger)
 
 
-def _check_options(proposers: int, mode: str, quoted: str, names: str) -> None:
-    if isinstance(proposers, bool) or not isinstance(proposers, int) or not 1 <= proposers <= 4:
-        raise CheckModuleInvalid(f"proposers={proposers!r}: expected 1 to 4", code="LOUSHO_IMPROVE_OPTION_INVALID",
-                                 hint="proposers is k editors of each role, from 1 to 4")
-    for name, value, allowed in (("mode", mode, ("default", "seq")), ("quoted_checks", quoted, ("reject", "flag")),
-                                 ("failure_names", names, ("real", "none", "shuffled"))):
-        if value not in allowed:
-            raise CheckModuleInvalid(f"{name}={value!r}: expected one of {allowed}",
-                                     code="LOUSHO_IMPROVE_OPTION_INVALID", hint=f"{name} is one of {allowed}")
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    """What one call brings besides its options: evidence, the environment and its hooks."""
 
-
-@dataclasses.dataclass
-class _Step:
-    root: Path
-    module: CheckModule
-    model: ModelConfig | None
-    editor_model: ModelConfig | None
-    given_cases: Sequence[Any] | None
+    cases: Sequence[Any] | None
     recoveries: tuple[Recovery, ...]
-    observe: tuple[str | Path, str | None, Path | None, bool] | None
     lessons: tuple[str, ...]
-    proposers: int
-    mode: Mode
-    select: bool
-    parallel: bool
-    cache_dir: Path | None
-    cached_probe: bool
-    quoted_checks: QuotedChecks
-    failure_names: FailureNames
-    rules: GateRules
     environ: dict[str, str]
     editor_client: ModelClient | None
     progress: Progress
     stop_check: Callable[[], str | None]
-    token_budget: int | None
-    agent_name: str | None
-    decisions: list[Decision] = dataclasses.field(default_factory=list)
-    flags: list[str] = dataclasses.field(default_factory=list)
+
+
+class _Step:
+    """One step's working state: built from its options and inputs, then ``run`` once."""
+
+    def __init__(self, root: Path, module: CheckModule, options: StepOptions, inputs: _Inputs) -> None:
+        if is_reference_agent(root):
+            agent_directory.load(root)  # the reference agent: the whole directory must load
+        self.root, self.module, self.options, self.inputs = root, module, options, inputs
+        self.progress = inputs.progress
+        self.base = read_harness(root)
+        self.cache = Cache(options.cache_dir, probes=options.cached_probe)
+        self.ledger = Ledger(token_limit=options.token_budget)
+        self.recoveries = inputs.recoveries
+        self.decisions: list[Decision] = []
+        self.flags: list[str] = []
+        self.training: list[Case] = []
+        self.held_out: list[Case] = []
+        self.labels: dict[str, str] = {}
+        self.helped: tuple[str, ...] = ()
+        self.failed_names: list[str] = []
+        self._no_candidate_reason = ""
 
     def run(self) -> ImproveResult:
-        if is_reference_agent(self.root):
-            agent_directory.load(self.root)  # the reference agent: the whole directory must load
-        self.base = read_harness(self.root)
-        self.cache = Cache(self.cache_dir, probes=self.cached_probe)
-        self.ledger = Ledger(token_limit=self.token_budget)
-        training, held_out = self._cases()
-        self.training, self.held_out = training, held_out
-        self.labels = {c.id: f"training case {i}" for i, c in enumerate(training, 1)}
-        self.labels.update({c.id: f"held-out case {i}" for i, c in enumerate(held_out, 1)})
+        self.training, self.held_out = self._cases()
+        self.labels = {c.id: f"training case {i}" for i, c in enumerate(self.training, 1)}
+        self.labels.update({c.id: f"held-out case {i}" for i, c in enumerate(self.held_out, 1)})
         # By id and by input: a live run without a case id is keyed by its input's hash, so the same
         # held-out input can arrive under another id.
-        held_ids, held_inputs = {c.id for c in held_out}, {c.input.strip() for c in held_out}
+        held_ids, held_inputs = {c.id for c in self.held_out}, {c.input.strip() for c in self.held_out}
         self.recoveries = tuple(r for r in self.recoveries
                                 if r.case_id not in held_ids and r.input.strip() not in held_inputs)
         with tempfile.TemporaryDirectory(prefix="lousho-improve-") as work:
-            self.runner = build_runner(self.root, self.module, self.model, self.environ, Path(work), self.cache,
-                                       self.ledger)
+            self.runner = build_runner(self.root, self.module, self.options.model, self.inputs.environ, Path(work),
+                                       self.cache, self.ledger)
             try:
                 result = self._search()
             finally:
@@ -195,19 +167,19 @@ class _Step:
     # --- inputs ---
 
     def _cases(self) -> tuple[list[Case], list[Case]]:
-        if self.given_cases is not None:
+        if self.inputs.cases is not None:
             try:
-                cases = [Case.from_value(v, i) for i, v in enumerate(self.given_cases)]
+                cases = [Case.from_value(v, i) for i, v in enumerate(self.inputs.cases)]
             except TypeError as e:
                 raise CheckModuleInvalid(f"cases: {e}") from None
         else:
             cases = module_cases(self.module)
-        if self.observe is not None:
-            target, token, ca_cert, recurring = self.observe
+        options = self.options
+        if options.observe is not None:
             held = [c.id for c in cases if c.held_out]
-            stored, recoveries = cases_from_store(target, self.agent_name or default_agent_name(self.root),
-                                                  recurring_only=recurring, held_out=held, token=token,
-                                                  ca_cert=ca_cert)
+            stored, recoveries = cases_from_store(options.observe, options.agent_name or default_agent_name(self.root),
+                                                  recurring_only=options.recurring_only, held_out=held,
+                                                  token=options.observe_token, ca_cert=options.observe_ca_cert)
             known = {c.input for c in cases}
             cases += [c for c in stored if c.input not in known]
             self.recoveries += tuple(recoveries)
@@ -218,13 +190,13 @@ class _Step:
 
 
     def _editor(self) -> ModelClient:
-        inner = self.editor_client
-        config = self.editor_model or self.model
+        inner = self.inputs.editor_client
+        config = self.options.editor_model or self.options.model
         if inner is None:
             if config is None:
                 raise CheckModuleInvalid("no model for the editors", code="LOUSHO_IMPROVE_NO_MODEL",
                                          hint="pass --editor-model-url and --editor-model (or --model-url, --model)")
-            inner = config.client(self.environ)
+            inner = config.client(self.inputs.environ)
         return CachedClient(inner, self.cache, self.ledger, config.model if config else "editor")
 
     # --- the search ---
@@ -244,11 +216,11 @@ class _Step:
             return self._keep("no training run failed its check (the others could not be scored)")
         self.failed_names = sorted({r.failed_check for rs in base_runs.values() for r in rs if r.failed_check}
                                    | {n for c in self.training for n in c.failed_checks})
-        stop = self.stop_check()
+        stop = self.inputs.stop_check()
         if stop:
             raise Stopped(f"stopped before the editors: {stop}")
         editor = self._editor()
-        if self.mode == "seq":
+        if self.options.mode == "seq":
             candidates = self._seq_rounds(editor, base_runs)
         else:
             candidates = self._one_round(editor, base_runs)
@@ -257,7 +229,8 @@ class _Step:
         return self._judge(editor, candidates)
 
     def _one_round(self, editor: ModelClient, base_runs: dict[str, list[RunRecord]]) -> list[Candidate]:
-        specs = [EditorSpec(role, i, self.proposers) for i in range(1, self.proposers + 1)
+        proposers = self.options.proposers
+        specs = [EditorSpec(role, i, proposers) for i in range(1, proposers + 1)
                  for role in ("invariant", "domain")]
         proposals = self._propose(editor, specs, self.base, self._evidence(base_runs, ()))
         probed = self._probe_all(proposals, base_runs)
@@ -286,7 +259,7 @@ class _Step:
         earlier: list[str] = []
         checkpoints: list[Candidate] = []
         self._no_candidate_reason = "no round produced a checkpoint"
-        for round_no in range(1, self.proposers + 1):
+        for round_no in range(1, self.options.proposers + 1):
             specs = [EditorSpec(role, 1, 1, round_no) for role in ("invariant", "domain")]
             proposals = self._propose(editor, specs, checkpoint, self._evidence(runs, tuple(earlier)))
             probed = self._probe_all(proposals, runs, checkpoint)
@@ -311,7 +284,7 @@ class _Step:
     def _propose(self, editor: ModelClient, specs: Sequence[EditorSpec], base: Harness,
                  evidence: Evidence) -> list[Proposal]:
         self.progress(f"{len(specs)} editors proposing")
-        if self.parallel:
+        if self.options.parallel:
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lousho-editor") as pool:
                 proposals = list(pool.map(lambda s: run_editor(s, base, evidence, editor), specs))
         else:
@@ -343,7 +316,7 @@ class _Step:
                        {self.labels[k]: f"{_passes(base_runs[k])}->{_passes(v)} of {len(v)}" for k, v in runs.items()})
             return probed
 
-        if self.parallel:
+        if self.options.parallel:
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lousho-probe") as pool:
                 return list(pool.map(probe, changed))
         return [probe(p) for p in changed]
@@ -354,15 +327,15 @@ class _Step:
             for i, record in enumerate(runs[case.id], 1):
                 if record.status == "fail":
                     failed.append((f"{self.labels[case.id]}, run {i}", record))
-        if self.failure_names == "shuffled":
+        if self.options.failure_names == "shuffled":
             failed = _shuffle_names(failed)
-        return Evidence(tuple(failed), self.recoveries, earlier, self.lessons[:20],
-                        show_failed_check=self.failure_names != "none")
+        return Evidence(tuple(failed), self.recoveries, earlier, self.inputs.lessons[:20],
+                        show_failed_check=self.options.failure_names != "none")
 
     # --- judging ---
 
     def _judge(self, editor: ModelClient, candidates: list[Candidate]) -> ImproveResult:
-        gate = Gate(self.base, self.training, self.held_out, self.runner.run_many, self.labels, self.rules)
+        gate = Gate(self.base, self.training, self.held_out, self.runner.run_many, self.labels, self.options.rules)
         passed: list[tuple[Candidate, GateDecision]] = []
         for candidate in candidates:
             flags = self._screen(candidate)
@@ -374,13 +347,13 @@ class _Step:
                        decision.to_dict())
             if decision.passed:
                 passed.append((candidate, decision))
-                if not self.select:
+                if not self.options.select:
                     break
         if not passed:
             return self._keep("no candidate passed the gate: " + "; ".join(
                 f"{d.subject}: {d.reason}" for d in self.decisions if d.kind in ("gate", "quoted-check", "injection")))
         chosen, decision = passed[0]
-        if self.select and len(passed) > 1:
+        if self.options.select and len(passed) > 1:
             choice = select_harness(editor, self.base, [c.harness for c, _ in passed])
             cheapest = min(range(len(passed)), key=lambda i: (passed[i][0].tokens_per_pass, i))
             index = choice.index if choice.index is not None else cheapest
@@ -402,13 +375,14 @@ class _Step:
                        + ", ".join(findings))
             return None
         quoted = injection.quoted_checks(added, self.failed_names)
-        if quoted and self.quoted_checks == "reject":
+        # The names travel as evidence, exactly as the check module gave them; the reason is for people.
+        if quoted and self.options.quoted_checks == "reject":
             self._note("quoted-check", candidate.name, "reject", "the edit quotes the failed check "
-                       + ", ".join(repr(q) for q in quoted))
+                       + ", ".join(repr(q) for q in quoted), {"checks": quoted})
             return None
         if quoted:
             flag = f"{candidate.name} quotes the failed check " + ", ".join(repr(q) for q in quoted)
-            self._note("quoted-check", candidate.name, "flag", flag)
+            self._note("quoted-check", candidate.name, "flag", flag, {"checks": quoted})
             return (flag,)
         return ()
 
@@ -432,8 +406,7 @@ class _Step:
             outcome, reason, str(self.root), self.base.revision,
             chosen.harness.revision if chosen else None, diff(self.base, chosen.harness) if chosen else "",
             files, chosen.name if chosen else None, tuple(self.decisions), cost, ledger.to_dict(), tuple(self.flags),
-            training=tuple(getattr(self, "training", ())), held_out=tuple(getattr(self, "held_out", ())),
-            helped=tuple(getattr(self, "helped", ())),
+            training=tuple(self.training), held_out=tuple(self.held_out), helped=self.helped,
         )
 
 

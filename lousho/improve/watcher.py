@@ -6,6 +6,9 @@ Each tick, in order: take or renew the lease (another live watcher: do nothing);
 applied edit, the corpus guard when it is due (right after a write that skipped it, then every 24 h)
 and the monitor on live runs (rollback, keep, kept-unverified after 7 days); otherwise a cycle when
 the interval has passed.
+
+The watcher decides; ``cycle`` carries each decision out (the guard, a rollback, a keep, a promote or
+a retire), so every change to the harness, the state and the proposals is made in one place.
 """
 
 from __future__ import annotations
@@ -14,20 +17,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Literal
 
-from lousho.improve import audit, traffic
+from lousho.improve import traffic
 from lousho.improve.controls import kill_switch
-from lousho.improve.cycle import CycleResult, LoopSetup, keep, promote, rollback, run_cycle, run_guard
+from lousho.improve.cycle import finish_traffic, rollback, run_cycle, run_guard, settle, supersede
 from lousho.improve.harness import read_harness
-from lousho.improve.state import load_config, load_state, parse_iso
+from lousho.improve.loop_setup import CycleResult, LoopSetup
+from lousho.improve.state import WatchedEdit, load_config, load_state, parse_iso
 from lousho.improve.watch_lease import acquire, new_owner, release
 
 TrafficOutcomes = Callable[[str], tuple[list[bool], list[bool]]]
+TickAction = Literal["idle", "leased-elsewhere", "paused", "guard", "rollback", "kept", "kept-unverified",
+                     "monitoring", "superseded", "cycle", "traffic", "error"]
 
 
 @dataclass(frozen=True)
 class Tick:
-    action: str  # idle, leased-elsewhere, paused, guard, rollback, kept, kept-unverified, monitoring, cycle, traffic
+    action: TickAction
     reason: str
     cycle: CycleResult | None = None
 
@@ -46,16 +53,14 @@ def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | No
     if stop:
         return Tick("paused", f"kill switch: {stop}")
     state = load_state(paths)
-    watched = state.watched or {}
-    status = watched.get("status")
-    if status == "traffic":
+    watched = state.watched
+    if watched is not None and watched.status == "traffic":
         return _traffic(setup, watched, traffic_outcomes)
-    if status == "monitoring":
+    if watched is not None and watched.status == "monitoring":
         current = read_harness(setup.agent_dir).revision
-        if current != watched.get("after"):  # a person changed the harness since: this edit is not live
-            _set_watched(setup, {**watched, "status": "superseded", "reason": f"the harness is now {current}"})
-            audit.append(paths, "superseded", revision=watched.get("after"), found=current)
-            return Tick("superseded", f"the watched edit {watched.get('after')} is no longer live ({current} is)")
+        if current != watched.after:  # a person changed the harness since: this edit is not live
+            supersede(setup, current)
+            return Tick("superseded", f"the watched edit {watched.after} is no longer live ({current} is)")
         due = state.last_guard_at is None or now - parse_iso(state.last_guard_at) >= timedelta(
             hours=config.guard_every_hours)
         if due:
@@ -94,14 +99,14 @@ def watch(setup: LoopSetup, *, ticks: int | None = None, interval: float | None 
         release(paths, owner)
 
 
-def _monitor(setup: LoopSetup, watched: dict[str, object], *, guarded: bool) -> Tick:
-    if not setup.observe:
-        config = load_config(setup.paths)
-        age = setup.clock() - parse_iso(str(watched["applied_at"]))
-        if age >= timedelta(days=config.monitor_max_age_days):
+def _monitor(setup: LoopSetup, watched: WatchedEdit, *, guarded: bool) -> Tick:
+    config = load_config(setup.paths)
+    applied_at = parse_iso(str(watched.applied_at))
+    options = setup.options
+    if not options.observe:
+        if setup.clock() - applied_at >= timedelta(days=config.monitor_max_age_days):
             reason = f"no live runs could be read in {config.monitor_max_age_days:g} days (no --observe)"
-            audit.append(setup.paths, "monitor", decision="kept-unverified", reason=reason)
-            keep(setup, "kept-unverified", reason)
+            settle(setup, "kept-unverified", reason)
             return Tick("kept-unverified", reason)
         return Tick("guard" if guarded else "monitoring", "no observe store configured: the monitor cannot read "
                                                            "live runs (pass --observe)")
@@ -109,41 +114,36 @@ def _monitor(setup: LoopSetup, watched: dict[str, object], *, guarded: bool) -> 
     from lousho.analysis.monitor import MonitorConfig
     from lousho.observe.client import connect
 
-    config = load_config(setup.paths)
-    store = connect(setup.observe, token=setup.observe_token, ca_cert=setup.observe_ca_cert)
-    agent = _agent_name(setup)
-    monitor = Monitor(store, agent, str(watched["before"]), str(watched["after"]),
-                      parse_iso(str(watched["applied_at"])),
+    store = connect(str(options.observe), token=options.observe_token, ca_cert=options.observe_ca_cert)
+    monitor = Monitor(store, setup.name, watched.before, watched.after, applied_at,
                       MonitorConfig(max_age=timedelta(days=config.monitor_max_age_days)))
     decision = monitor.check(setup.clock())
     evidence = {"look": decision.look, "runs": decision.runs, "base_passes": decision.base_passes,
                 "applied_passes": decision.applied_passes, "z": decision.z, "false_alarm": decision.false_alarm,
                 "power": decision.power}
     if decision.action == "rollback":
-        audit.append(setup.paths, "monitor", decision="rollback", reason=decision.reason, **evidence)
-        rollback(setup, reason=f"monitor: {decision.reason}")
+        settle(setup, "rollback", decision.reason, evidence)
         return Tick("rollback", f"the monitor saw a regression: {decision.reason}")
     if decision.action in ("keep", "kept-unverified"):
-        audit.append(setup.paths, "monitor", decision=decision.action, reason=decision.reason, **evidence)
-        outcome = "kept" if decision.action == "keep" else "kept-unverified"
-        keep(setup, outcome, decision.reason)
-        return Tick(outcome, decision.reason)
+        settle(setup, decision.action, decision.reason, evidence)
+        return Tick("kept" if decision.action == "keep" else "kept-unverified", decision.reason)
     return Tick("monitoring", decision.reason)
 
 
-def _traffic(setup: LoopSetup, watched: dict[str, object], outcomes: TrafficOutcomes | None) -> Tick:
+def _traffic(setup: LoopSetup, watched: WatchedEdit, outcomes: TrafficOutcomes | None) -> Tick:
     paths = setup.paths
+    options = setup.options
     if outcomes is not None:
         decision = traffic.decide(paths, outcomes)
-    elif setup.observe:
+    elif options.observe:
         from lousho.observe.client import connect
 
-        store = connect(setup.observe, token=setup.observe_token, ca_cert=setup.observe_ca_cert)
+        store = connect(str(options.observe), token=options.observe_token, ca_cert=options.observe_ca_cert)
         decision = traffic.decide(paths, store=store)
     else:
         return Tick("traffic", "no observe store configured: the traffic canary cannot be judged")
     config = load_config(paths)
-    started = parse_iso(str(watched.get("started_at")))
+    started = parse_iso(str(watched.started_at))
     if decision.action == "continue" and setup.clock() - started >= timedelta(days=config.monitor_max_age_days):
         decision = replace(decision, action="retire", reason=f"not enough scored candidate runs in "
                                                              f"{config.monitor_max_age_days:g} days: {decision.reason}")
@@ -152,34 +152,9 @@ def _traffic(setup: LoopSetup, watched: dict[str, object], outcomes: TrafficOutc
     stop = kill_switch(paths, setup.environ)
     if stop and decision.action == "promote":  # the canary stays running; the next tick decides again
         return Tick("paused", f"kill switch before the promote: {stop}")
-    traffic.finish(paths, decision.action)
-    audit.append(paths, f"traffic-{decision.action}", reason=decision.reason, proposal=watched.get("proposal"))
-    proposal = str(watched.get("proposal"))
+    result = finish_traffic(setup, watched, decision.action, decision.reason)
     if decision.action == "retire":
-        from lousho.improve.cycle import load_proposal
-        from lousho.improve.state import save_state, write_json
-
-        data = load_proposal(paths, proposal)
-        data["status"] = "retired"
-        write_json(paths.proposals / f"{proposal}.json", data)
-        state = load_state(paths)
-        state.watched = {**watched, "status": "retired", "reason": decision.reason}
-        save_state(paths, state)
         return Tick("traffic", f"retired: {decision.reason}")
-    result = promote(setup, proposal)
-    if result.outcome not in ("applied", "rolled-back"):  # refused (stale) or paused: stop watching it
-        _set_watched(setup, {**watched, "status": "promote-refused", "reason": result.reason})
+    if result.outcome not in ("applied", "rolled-back"):
         return Tick("traffic", f"promote refused: {result.reason}", result)
     return Tick("traffic", f"promoted: {result.outcome}: {result.reason}", result)
-
-
-def _set_watched(setup: LoopSetup, watched: dict[str, object]) -> None:
-    from lousho.improve.state import save_state
-
-    state = load_state(setup.paths)
-    state.watched = dict(watched)
-    save_state(setup.paths, state)
-
-
-def _agent_name(setup: LoopSetup) -> str:
-    return setup.name

@@ -16,32 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lousho.errors import LoushoError
 from lousho.improve import audit, injection
+from lousho.improve.errors import LinkRefused, RevisionMissing, StaleHarness, WriteRefused
 from lousho.improve.harness import Harness, linked_part, read_harness
 from lousho.improve.locks import exclusive
 from lousho.improve.state import Paths, iso, now_utc
-
-
-class StaleHarness(LoushoError):
-    code = "LOUSHO_IMPROVE_STALE"
-    hint = "the harness changed since this edit was made; run a new cycle on the current harness"
-
-
-class WriteRefused(LoushoError):
-    code = "LOUSHO_IMPROVE_WRITE_REFUSED"
-    hint = "the edit's added text trips the injection checks; it was not written"
-
-
-class LinkRefused(LoushoError):
-    code = "LOUSHO_IMPROVE_LINK_REFUSED"
-    hint = ("the improve loop writes no harness file reached through a symbolic link; replace the link "
-            "with a real file or folder inside the agent directory, or edit that file by hand")
-
-
-class RevisionMissing(LoushoError):
-    code = "LOUSHO_IMPROVE_REVISION_MISSING"
-    hint = "`lousho improve status DIR` lists the saved revisions"
 
 
 @dataclass(frozen=True)

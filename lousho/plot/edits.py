@@ -20,13 +20,12 @@ def watched_edit(agent_dir: Path) -> AppliedEdit:
     watched = load_state(paths).watched if paths.state.exists() else None
     if not watched:
         raise NoWatchedEdit(f"{paths.state}: no applied edit is watched")
-    missing = [key for key in ("before", "after", "applied_at") if not watched.get(key)]
-    if missing:
-        # A traffic-canary candidate is watched before it is written: it has no base/apply time yet.
-        raise NoWatchedEdit(f"{paths.state}: the watched edit ({watched.get('status', '?')}) has no "
-                            f"{', '.join(missing)}: it was never applied")
-    return AppliedEdit(str(watched["before"]), str(watched["after"]), parse_iso(str(watched["applied_at"])),
-                       status=watched.get("status"), reason=None, source=str(paths.state))
+    if not watched.applied_at:
+        # A traffic-canary candidate is watched before it is written: it has no apply time yet.
+        raise NoWatchedEdit(f"{paths.state}: the watched edit ({watched.status}) has no applied_at: it was "
+                            "never applied")
+    return AppliedEdit(watched.before, watched.after, parse_iso(watched.applied_at), status=watched.status,
+                       reason=None, source=str(paths.state))
 
 
 def applied_edit(agent_dir: Path, revision: str) -> AppliedEdit:

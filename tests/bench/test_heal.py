@@ -237,7 +237,8 @@ def _audit(a: Path) -> list[str]:
 
 
 def _watched(a: Path) -> str | None:
-    return (load_state(Paths(a)).watched or {}).get("status")
+    watched = load_state(Paths(a)).watched
+    return watched.status if watched else None
 
 
 def _instructions(a: Path) -> str:

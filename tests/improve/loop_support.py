@@ -13,6 +13,7 @@ from typing import Any
 from improve_support import agent_policy, editor_script, make_agent
 
 from lousho.improve.cycle import LoopSetup
+from lousho.improve.options import StepOptions
 from lousho.improve.state import Paths
 from lousho.models.config import ModelConfig
 from lousho.models.scripted import ScriptedModelServer
@@ -40,8 +41,9 @@ def loop(tmp_path: Path, plans: dict[str, Any], *, config: dict[str, Any] | None
         Paths(agent).config.write_text(json.dumps(config))
     with ScriptedModelServer(agent_script or agent_policy) as model, \
             ScriptedModelServer(editor_script(plans)) as editor:
-        yield (LoopSetup(agent, check, ModelConfig(model.url, "agent"), ModelConfig(editor.url, "editor"),
-                         observe=observe, environ={}, clock=clock or Clock()), model, editor)
+        options = StepOptions(model=ModelConfig(model.url, "agent"), editor_model=ModelConfig(editor.url, "editor"),
+                              observe=observe)
+        yield LoopSetup(agent, check, options, environ={}, clock=clock or Clock()), model, editor
 
 
 def files(agent: Path) -> dict[str, bytes]:

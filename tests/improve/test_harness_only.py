@@ -15,7 +15,7 @@ from improve_support import editor_script
 import lousho
 from lousho.agent.directory import harness_revision as loader_revision
 from lousho.cli import run
-from lousho.improve import improve_agent
+from lousho.improve import StepOptions, improve_agent
 from lousho.improve.cli import improve
 from lousho.improve.cycle import LoopSetup, run_cycle
 from lousho.models.config import ModelConfig
@@ -84,8 +84,8 @@ def test_revision_of_a_directory_without_instructions_is_a_coded_usage_error(
 def test_a_harness_only_directory_is_improved_through_probe_and_its_code_is_untouched(harness: Path) -> None:
     agent_code = (harness / "agent.py").read_bytes()
     with ScriptedModelServer(editor_script({"invariant": [FIX]})) as editor:
-        setup = LoopSetup(harness, harness.parent / "check.py", editor_model=ModelConfig(editor.url, "editor"),
-                          environ={})
+        setup = LoopSetup(harness, harness.parent / "check.py",
+                          StepOptions(editor_model=ModelConfig(editor.url, "editor")), environ={})
         result = run_cycle(setup)
     assert result.outcome == "applied", result.reason
     assert FIX in (harness / "instructions.md").read_text()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from improve_support import ADD_FIX, editor_script, make_agent
 
 from lousho.improve.controls import RateLimited
@@ -93,3 +94,31 @@ def test_watch_through_the_cli_runs_ticks_and_releases_its_lease(tmp_path: Path,
     assert len(ticks) == 3 and ticks[0].startswith("tick: cycle: applied")
     assert all(t.startswith("tick: monitoring") for t in ticks[1:])
     assert not (agent / ".lousho" / "watcher.lease").exists(), "a watcher that stops gives its lease back"
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("loop_flag", ["--apply", "--watch"])
+@pytest.mark.parametrize("step_flag", [["--cache-dir", "cache"], ["--cached-probe"], ["--quoted-checks", "flag"]])
+def test_the_loop_refuses_the_step_flags_it_sets_itself(tmp_path: Path, loop_flag: str, step_flag: list[str]) -> None:
+    agent, check = make_agent(tmp_path)
+    before = (agent / "instructions.md").read_bytes()
+    done = lousho("improve", str(agent), "--check", str(check), *step_flag, loop_flag)
+    assert done.returncode == 2, done.stderr
+    assert f"error LOUSHO_IMPROVE_STEP_ONLY_OPTION: {step_flag[0]} cannot be used with {loop_flag}" in done.stderr
+    assert "hint: " in done.stderr and "Traceback" not in done.stderr
+    assert (agent / "instructions.md").read_bytes() == before and not (agent / ".lousho").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.system
+def test_apply_searches_with_the_steps_flags(tmp_path: Path, agent_model: ModelConfig) -> None:
+    agent, check = make_agent(tmp_path)
+    with ScriptedModelServer(editor_script({"invariant": [ADD_FIX]})) as editor:
+        done = lousho("improve", str(agent), "--check", str(check), "--model-url", agent_model.url, "--model", "a",
+                      "--editor-model-url", editor.url, "--editor-model", "e", "--proposers", "2", "--apply",
+                      "--json")
+    assert done.returncode == 0, done.stderr
+    cycle = json.loads(done.stdout)
+    assert cycle["outcome"] == "applied", cycle["reason"]
+    editors = sorted(d["subject"] for d in cycle["step"]["decisions"] if d["kind"] == "editor")
+    assert len(editors) == 4, editors  # two invariant and two domain editors, as --proposers 2 asks

@@ -11,8 +11,8 @@ import pytest
 from improve_support import ADD_FIX, HARM, agent_policy
 from loop_support import Clock, audit_actions, files, loop
 
-from lousho.improve import audit, lessons
-from lousho.improve.cycle import apply_proposal, force_apply, load_proposal, reject_proposal, rollback, run_cycle
+from lousho.improve import audit, lessons, proposals
+from lousho.improve.cycle import apply_proposal, force_apply, reject_proposal, rollback, run_cycle
 from lousho.improve.harness import read_harness
 from lousho.improve.state import Paths, load_state
 from lousho.improve.watch_lease import new_owner
@@ -27,7 +27,7 @@ def test_auto_mode_applies_a_true_fix_after_the_canary_and_guards_it(tmp_path: P
         assert ADD_FIX in (setup.agent_dir / "instructions.md").read_text()
         assert [c.name for c in result.checks] == ["canary", "guard"] and all(c.passed for c in result.checks)
         state = load_state(setup.paths)
-        assert state.watched["before"] == before and state.watched["status"] == "monitoring"
+        assert state.watched.before == before and state.watched.status == "monitoring"
         assert state.applies_today == 1 and state.cycles_today == 1 and state.tokens_today > 0
         assert audit_actions(setup.agent_dir) == ["cycle-start", "canary", "apply", "guard", "cycle-end"]
         assert audit.verify(setup.paths).ok
@@ -53,7 +53,7 @@ def test_manual_mode_queues_writes_only_on_approve_and_refuses_a_stale_approve(t
         stale = apply_proposal(setup, queued.proposal_id, by="person")
         assert stale.outcome == "refused" and "stale" in stale.reason
         assert files(setup.agent_dir) == edited
-        assert load_proposal(setup.paths, queued.proposal_id)["status"] == "stale"
+        assert proposals.load(setup.paths, queued.proposal_id)["status"] == "stale"
         assert "write-refused" in audit_actions(setup.agent_dir)
 
 
@@ -90,7 +90,7 @@ def test_a_harmful_forced_edit_is_rolled_back_to_the_base_bytes_within_two_ticks
         assert files(setup.agent_dir) == base_files, [t.reason for t in ticks]
         assert ticks[-1].action == "rollback" and "regress" in ticks[-1].reason
         state = load_state(setup.paths)
-        assert state.cooldown_until is not None and state.watched["status"] == "rolled-back"
+        assert state.cooldown_until is not None and state.watched.status == "rolled-back"
         assert audit_actions(setup.agent_dir)[-2:] == ["rollback", "cooldown"]
         assert audit.verify(setup.paths).ok
 
@@ -247,18 +247,19 @@ def test_a_lesson_retires_after_its_votes(tmp_path: Path) -> None:
         with ScriptedModelServer(cites) as editor:
             from dataclasses import replace
 
-            live = replace(setup, editor_model=ModelConfig(editor.url, "editor"))
             with ScriptedModelServer(agent_policy) as model:
-                live = replace(live, model=ModelConfig(model.url, "agent"))
+                live = replace(setup, options=replace(setup.options, model=ModelConfig(model.url, "agent"),
+                                                      editor_model=ModelConfig(editor.url, "editor")))
                 (setup.agent_dir / "instructions.md").write_text("You are a careful bookkeeping assistant.\n")
-                state = load_state(setup.paths)
-                state.watched = None
-                from lousho.improve.state import save_state
+                from lousho.improve.state import LoopState, update
 
-                save_state(setup.paths, state)
+                def forget(state: LoopState) -> None:
+                    state.watched = None
+
+                update(setup.paths, forget)
                 result = run_cycle(live)
                 assert result.outcome == "applied", result.reason
-                assert load_state(setup.paths).watched["cited"] == [lesson.id]
+                assert load_state(setup.paths).watched.cited == (lesson.id,)
                 rollback(live, reason="by a person")
                 clock.advance(days=1, hours=1)
         current = {le.id: le for le in lessons.load(setup.paths)}[lesson.id]

@@ -58,7 +58,7 @@ def test_without_an_observe_store_an_edit_is_kept_unverified_after_seven_days(tm
         assert tick(setup, owner).action in ("guard", "monitoring")
         clock.advance(days=1, minutes=1)
         assert tick(setup, owner).action == "kept-unverified"
-        assert load_state(setup.paths).watched["status"] == "kept-unverified"
+        assert load_state(setup.paths).watched.status == "kept-unverified"
         clock.advance(hours=2)
         assert tick(setup, owner).action == "cycle", "the loop goes on after the verdict"
 
@@ -72,7 +72,7 @@ def test_a_refused_promote_does_not_leave_the_loop_stuck(tmp_path: Path) -> None
         result = tick(setup, new_owner(), traffic_outcomes=lambda rev: ([True] * 50, [True] * 150))
         assert "promote refused" in result.reason and "stale" in result.reason
         assert files(setup.agent_dir) == edited
-        assert load_state(setup.paths).watched["status"] == "promote-refused"
+        assert load_state(setup.paths).watched.status == "promote-refused"
         clock.advance(hours=2)
         assert run_cycle(setup).outcome != "refused"
 
@@ -85,7 +85,7 @@ def test_the_kill_switch_holds_a_promote(tmp_path: Path) -> None:
         switched = replace(setup, environ={"LOUSHO_IMPROVE": "off"})
         assert tick(switched, owner, traffic_outcomes=lambda rev: ([True] * 50, [True] * 150)).action == "paused"
         assert files(setup.agent_dir) == untouched
-        assert load_state(setup.paths).watched["status"] == "traffic"
+        assert load_state(setup.paths).watched.status == "traffic"
         promoted = tick(setup, owner, traffic_outcomes=lambda rev: ([True] * 50, [True] * 150))
         assert promoted.reason.startswith("promoted")
 
@@ -94,7 +94,7 @@ def test_a_failing_tick_does_not_end_the_watcher(tmp_path: Path) -> None:
     with loop(tmp_path, {"invariant": [ADD_FIX]}) as (setup, _, _):
         assert run_cycle(setup).outcome == "applied"
         seen: list[str] = []
-        unreachable = replace(setup, observe="http://127.0.0.1:9")  # the monitor's daemon is down
+        unreachable = replace(setup, options=replace(setup.options, observe="http://127.0.0.1:9"))  # daemon down
         watch(unreachable, ticks=2, interval=0.01, on_tick=lambda t: seen.append(t.action))
         assert seen == ["error", "error"], seen
 

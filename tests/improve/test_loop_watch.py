@@ -45,11 +45,11 @@ def test_the_monitor_keeps_a_good_edit_and_rolls_back_a_bad_one(tmp_path: Path, 
         assert result.action == expected, result.reason
         state = load_state(setup.paths)
         if expected == "kept":
-            assert state.watched["status"] == "kept"
+            assert state.watched.status == "kept"
             assert ADD_FIX in (setup.agent_dir / "instructions.md").read_text()
             assert audit_actions(setup.agent_dir)[-2:] == ["monitor", "kept"]
         else:
-            assert state.watched["status"] == "rolled-back" and state.cooldown_until
+            assert state.watched.status == "rolled-back" and state.cooldown_until
             assert files(setup.agent_dir) == base_files
 
 
@@ -98,7 +98,7 @@ def test_the_traffic_canary_promotes_a_good_candidate_through_the_writer(tmp_pat
         promoted = tick(setup, owner, traffic_outcomes=lambda rev: ([True] * 48 + [False] * 2, [True] * 140))
         assert promoted.reason.startswith("promoted"), promoted.reason
         assert ADD_FIX in (setup.agent_dir / "instructions.md").read_text()
-        assert load_state(setup.paths).watched["status"] == "monitoring"
+        assert load_state(setup.paths).watched.status == "monitoring"
 
 
 def load_lease_owner(setup) -> str:  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ from improve_support import (
     make_agent,
 )
 
-from lousho.improve import format_improve_result, improve_agent
+from lousho.improve import StepOptions, format_improve_result, improve_agent
 from lousho.models.config import ModelConfig
 from lousho.models.scripted import ScriptedModelServer
 
@@ -41,7 +41,8 @@ def step(tmp_path: Path, agent_model: ModelConfig, plans: dict[str, Any], **kw: 
     agent, check = make_agent(tmp_path, kw.pop("cases", None))
     before = tree_hash(agent)
     with editors(plans, select=kw.pop("select_answer", "A")) as (editor, server):
-        result = improve_agent(agent, check, model=agent_model, editor_model=editor, **kw)
+        inputs = {k: kw.pop(k) for k in ("recoveries", "lessons") if k in kw}  # the rest are options
+        result = improve_agent(agent, check, StepOptions(model=agent_model, editor_model=editor, **kw), **inputs)
         requests = server.requests
     assert tree_hash(agent) == before, "a step must write nothing to the agent directory"
     return result, requests

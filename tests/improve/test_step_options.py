@@ -21,7 +21,7 @@ from improve_support import (
 )
 from test_step import step
 
-from lousho.improve import improve_agent
+from lousho.improve import StepOptions, improve_agent
 from lousho.models.config import ModelConfig
 from lousho.models.scripted import ScriptedModelServer
 
@@ -132,10 +132,10 @@ def test_a_second_identical_step_with_the_cache_costs_no_model_call(tmp_path: Pa
     cache = tmp_path / "cache"
     with ScriptedModelServer(editor_script({"invariant": [ADD_FIX]})) as editor:
         config = ModelConfig(editor.url, "editor")
-        first = improve_agent(agent, check, model=agent_model, editor_model=config, cache_dir=cache, cached_probe=True)
+        options = StepOptions(model=agent_model, editor_model=config, cache_dir=cache, cached_probe=True)
+        first = improve_agent(agent, check, options)
         sent = len(editor.requests)
-        second = improve_agent(agent, check, model=agent_model, editor_model=config, cache_dir=cache,
-                               cached_probe=True)
+        second = improve_agent(agent, check, options)
         assert len(editor.requests) == sent
     assert first.outcome == second.outcome == "proposal" and first.diff == second.diff
     assert first.cost.requests > 0
@@ -154,8 +154,9 @@ def test_the_cache_without_cached_probe_replays_editors_but_runs_the_agent_fresh
     agent, check = make_agent(tmp_path)
     with ScriptedModelServer(editor_script({"invariant": [ADD_FIX]})) as editor:
         config = ModelConfig(editor.url, "editor")
-        improve_agent(agent, check, model=agent_model, editor_model=config, cache_dir=tmp_path / "c")
-        second = improve_agent(agent, check, model=agent_model, editor_model=config, cache_dir=tmp_path / "c")
+        options = StepOptions(model=agent_model, editor_model=config, cache_dir=tmp_path / "c")
+        improve_agent(agent, check, options)
+        second = improve_agent(agent, check, options)
     assert second.cost.editor_requests == 0 and second.cost.cached_editor_calls > 0
     assert second.cost.agent_runs > 0 and second.cost.cached_runs == 0
 
@@ -166,7 +167,7 @@ def test_parallel_runs_two_editors_at_a_time(tmp_path: Path, agent_model: ModelC
         log: list[dict[str, int]] = []
         script = editor_script({"invariant": [ADD_FIX], "domain": [ALT_ADD_FIX]}, log=log)
         with ScriptedModelServer(script) as editor:
-            result = improve_agent(agent, check, model=agent_model, editor_model=ModelConfig(editor.url, "e"),
-                                   parallel=parallel)
+            options = StepOptions(model=agent_model, editor_model=ModelConfig(editor.url, "e"), parallel=parallel)
+            result = improve_agent(agent, check, options)
         assert result.outcome == "proposal"
         assert script.state["max"] == expected  # type: ignore[attr-defined]

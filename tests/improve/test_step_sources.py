@@ -15,7 +15,7 @@ from test_step import step
 
 from lousho.agent.loop import RunOptions
 from lousho.agent.runner import AgentSetup, open_agent
-from lousho.improve import improve_agent
+from lousho.improve import StepOptions, improve_agent
 from lousho.improve.records import Recovery
 from lousho.models.config import ModelConfig
 from lousho.models.scripted import ScriptedModelServer
@@ -32,15 +32,15 @@ def test_cases_come_from_failed_runs_of_the_live_revision(tmp_path: Path, daemon
         for text in ("add 2 3 4", "add 2 3 4", "add 10 20 5", "note: a, b"):
             runner.send(text, options=RunOptions(case_id=text.replace(" ", "-")))
     with ScriptedModelServer(editor_script({"invariant": [ADD_FIX]})) as editor:
-        result = improve_agent(agent, check, model=agent_model, editor_model=ModelConfig(editor.url, "e"),
-                               observe=daemon.url)
+        result = improve_agent(agent, check, StepOptions(model=agent_model, editor_model=ModelConfig(editor.url, "e"),
+                                                           observe=daemon.url))
         sent = json.dumps([r["messages"] for r in editor.requests])
     assert result.outcome == "proposal", result.reason
     search = next(d for d in result.decisions if d.kind == "search")
     assert set(search.evidence) == {"training case 1", "training case 2"}  # the two failing add cases
     assert "add 10 20 5" in sent and HELD_OUT_SECRET not in sent
-    recurring = improve_agent(agent, check, model=agent_model, editor_model=ModelConfig(editor.url, "e"),
-                              observe=daemon.url, recurring_only=True)
+    recurring = improve_agent(agent, check, StepOptions(model=agent_model, editor_model=ModelConfig(editor.url, "e"),
+                                                      observe=daemon.url, recurring_only=True))
     assert set(next(d for d in recurring.decisions if d.kind == "search").evidence) == {"training case 1"}
 
 
@@ -70,7 +70,7 @@ def test_the_shadow_hook_keeps_tools_that_are_not_read_only_from_running(tmp_pat
         effects.unlink(missing_ok=True)
         with ScriptedModelServer(agent_policy) as model, \
                 ScriptedModelServer(editor_script({"invariant": [ADD_FIX]})) as editor:
-            result = improve_agent(agent, check, model=ModelConfig(model.url, "agent"),
-                                   editor_model=ModelConfig(editor.url, "e"))
+            result = improve_agent(agent, check, StepOptions(model=ModelConfig(model.url, "agent"),
+                                                               editor_model=ModelConfig(editor.url, "e")))
         assert result.outcome == "proposal", result.reason
         assert effects.exists() is expect_effects

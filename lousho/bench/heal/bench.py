@@ -25,6 +25,7 @@ from lousho.bench.heal.probe import BenchProbe, check_module
 from lousho.bench.heal.project import Scorer
 from lousho.bench.heal.runs import Meter, Metered, Runner
 from lousho.improve.cycle import LoopSetup
+from lousho.improve.options import StepOptions
 from lousho.improve.records import Case
 from lousho.improve.state import Paths, now_utc
 from lousho.models.config import ModelConfig
@@ -153,8 +154,9 @@ class Attempt:
             self.paths.ensure()
             write_json(self.paths.config, config)
         module = check_module(cases, BenchProbe(self.runner, on_run), f"heal-bench:{self.scenario}")
-        return LoopSetup(self.agent_dir, module, self.agent_model, self.editor_model,
-                         observe=self.bench.daemon_url if observe else None, environ={},
+        options = StepOptions(model=self.agent_model, editor_model=self.editor_model,
+                              observe=self.bench.daemon_url if observe else None)
+        return LoopSetup(self.agent_dir, module, options, environ={},
                          editor_client=self.editor_client(), clock=now_utc)
 
     def provider(self) -> Any:

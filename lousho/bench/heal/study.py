@@ -20,7 +20,8 @@ from lousho.bench.heal.catalog import CONDITIONS, CONFIRM_MIN, CONFIRM_RUNS, STU
 from lousho.bench.heal.probe import BenchProbe, check_module
 from lousho.bench.heal.tasks import case
 from lousho.improve.harness import materialize, read_harness
-from lousho.improve.step import FailureNames, improve_agent
+from lousho.improve.options import FailureNames, StepOptions
+from lousho.improve.step import improve_agent
 
 
 def study(bench: Bench, attempts: int | None, check: Callable[[str], None]) -> Iterator[dict[str, Any]]:
@@ -38,8 +39,8 @@ def attempt(bench: Bench, task: str, other: str, condition: FailureNames, index:
     try:
         a.use_editors(editors.name_study(a.seed))
         module = check_module([case(task), case(other)], BenchProbe(a.runner), f"heal-bench:{STUDY}")
-        result = improve_agent(a.agent_dir, module, model=a.agent_model, editor_client=a.editor_client(),
-                               failure_names=condition, environ={})
+        result = improve_agent(a.agent_dir, module, StepOptions(model=a.agent_model, failure_names=condition),
+                               editor_client=a.editor_client(), environ={})
         proposal = result.outcome == "proposal" and task in result.helped
         passes = 0
         if proposal:

@@ -8,8 +8,9 @@ from lousho.bench.heal import editors, rules, traffic
 from lousho.bench.heal.bench import Attempt
 from lousho.bench.heal.scenarios.common import DEFAULT, NO_TEXT, Result, audit_actions, files, miss, protected
 from lousho.improve import corpus
-from lousho.improve.cycle import force_apply, load_proposal, run_cycle
+from lousho.improve.cycle import force_apply, run_cycle
 from lousho.improve.harness import read_harness
+from lousho.improve.proposals import load as load_proposal
 from lousho.improve.watch_lease import new_owner
 from lousho.improve.watcher import tick
 from lousho.observe.client import connect

@@ -31,7 +31,7 @@ def run(command: click.Command, args: list[str] | None = None, prog_name: str | 
         e.show()
         sys.exit(e.exit_code)
     except LoushoError as e:
-        from lousho.safe_text import visible
+        from lousho.text_safety import visible
 
         # A message may quote stored or model text (a run id, a span name): shown, never obeyed.
         click.echo(visible(f"error {e.code}: {e.message}", newlines=True), err=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 # Frames and cards quote agent and model text: control characters are shown, never obeyed.
-from lousho.safe_text import visible
+from lousho.text_safety import visible
 
 EXAMPLE = Path(__file__).parent / "agent" / "example"
 

@@ -24,7 +24,8 @@ ROOT = Path(lousho.__file__).resolve().parent
 
 # Top-level modules every module may import: each imports nothing of ours but other leaves.
 LEAVES = {"lousho", "lousho._checked_json", "lousho._child", "lousho._lazy", "lousho._listen", "lousho.cli_support",
-          "lousho.errors", "lousho.harness_hash", "lousho.monitor_rule", "lousho.safe_text"}
+          "lousho.errors", "lousho.harness_hash", "lousho.monitor_rule",
+          "lousho.text_safety"}
 # May import anything; only these (and each part's __main__) may import lousho.cli.
 ENTRY_POINTS = {"lousho.__main__", "lousho.cli", "lousho.cli_observe", "lousho.cli_reference"}
 # Top-level modules that belong to a part of their own.
@@ -186,7 +187,7 @@ def test_the_rules_refuse_what_design_forbids(source, target, allowed):
 
 def test_imports_inside_functions_and_lazy_package_names_count():
     edges = {edge.target for edge in imports_of("lousho.cli_support")}
-    assert "lousho.safe_text" in edges  # imported inside run()
+    assert "lousho.text_safety" in edges  # imported inside run()
     exports = _package_exports("lousho.observe")
     assert exports["connect"] == "lousho.observe.client" and exports["instrument"] == "lousho.observe.export"
 

@@ -309,7 +309,7 @@ def status(agent_dir: Path, as_json: bool) -> None:
 def _echo(text: str, nl: bool = True) -> None:
     """Print text for a person: reasons, cards and proposals quote model and agent text, so control
     characters (ESC, CR, bidi overrides) are shown as escapes; newlines stay (``visible``)."""
-    from lousho.safe_text import visible
+    from lousho.text_safety import visible
 
     click.echo(visible(text, newlines=True), nl=nl)
 

@@ -386,7 +386,7 @@ def _span_tree(spans: pl.DataFrame, scores: pl.DataFrame) -> Tree:
     """Every label is ``safe_text``: names, messages and check names are the agent's text."""
     from rich.tree import Tree
 
-    from lousho.safe_text import safe_text
+    from lousho.text_safety import safe_text
 
     root = Tree(safe_text("spans"))
     nodes: dict[str, Tree] = {}

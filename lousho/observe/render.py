@@ -31,7 +31,7 @@ def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = Non
         from rich.table import Table
 
         from lousho.cli_support import table_console
-        from lousho.safe_text import safe_text, visible
+        from lousho.text_safety import safe_text, visible
 
         console = table_console()
         table = Table(title=safe_text(title, "table.title") if title is not None else None, show_lines=False)
@@ -91,7 +91,7 @@ def _print_rows(columns: Sequence[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
 
     from lousho.cli_support import table_console
-    from lousho.safe_text import safe_text, visible
+    from lousho.text_safety import safe_text, visible
 
     console = table_console()
     view = Table(show_lines=False)

@@ -31,7 +31,7 @@ from lousho.recover.lease import LEASE_SECONDS
 from lousho.recover.loop import recover
 from lousho.recover.store import DEFAULT_URL, UNFINISHED, OutageState, StoredRun
 from lousho.recover.store import open as open_store
-from lousho.safe_text import safe_text, visible
+from lousho.text_safety import safe_text, visible
 
 store_option = click.option(
     "--store", "store_url", envvar="LOUSHO_STORE", default=DEFAULT_URL, show_default=True,

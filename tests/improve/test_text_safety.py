@@ -13,6 +13,7 @@ from lousho.improve.injection import injection_findings, plain_text
 from lousho.improve.result import ImproveResult
 from lousho.improve.sanitize import strip_markers
 from lousho.improve.state import Paths
+from lousho.text_safety import visible
 
 HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
 # Named by the seeds' defence (4) or seen in real injections: each must be hidden on every path.
@@ -75,3 +76,14 @@ def test_line_endings_are_not_hidden_text_but_cards_and_logs_drop_carriage_retur
     assert injection_findings("Add the numbers.\r\nThen answer.\r\n") == []
     assert strip_markers("one\r\ntwo") == "one\r\ntwo"
     assert plain_text("one\r\ntwo") == "one\ntwo"
+
+
+def test_the_terminal_shows_as_an_escape_every_character_the_cleaners_remove() -> None:
+    """The printer's set is the cleaners' set (plus every control character and the line separators): a
+    character an editor record never keeps is never printed raw to a terminal either."""
+    universe = _universe()
+    removed = _removed(strip_markers("x" + "x".join(universe) + "x"), universe)
+    escaped = {c for c in universe if visible(c) != c}
+    assert removed <= escaped, sorted(f"U+{ord(c):04X}" for c in removed - escaped)
+    assert not set(MUST_KEEP.replace("\t", "")) & escaped
+    assert visible("\u3164\u2028") == "\\u3164\\u2028"

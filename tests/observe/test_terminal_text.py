@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.trace import Status, StatusCode
 
 from lousho.observe import instrument, record_score
-from lousho.safe_text import safe_text, visible
+from lousho.text_safety import safe_text, visible
 
 RUN_ID = "hostile-run"
 CLOSE = "[/]"

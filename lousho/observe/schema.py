@@ -1,7 +1,8 @@
 """The store's tables and views, with a schema version and append-only migrations.
 
 A migration is never edited once released: a change is a new entry at the end of MIGRATIONS.
-Views hold no data, so a migration may replace one. Since migration 3 ``runs`` and ``sessions`` are
+Views hold no data, so a migration may replace one, and the first no longer makes the ``runs`` view that
+the second replaces anyway (a store made by it keeps that view until its own migration 2 runs). Since migration 3 ``runs`` and ``sessions`` are
 views over kept tables and the spans not folded into them yet (runs_table.py): a change to what makes
 a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``runs_table.REBUILD``.
 """
@@ -13,7 +14,6 @@ import duckdb
 from lousho.observe import runs_table
 from lousho.observe.errors import SchemaTooNew
 from lousho.observe.runs_view import runs_select
-from lousho.observe.schema_v1 import RUNS_VIEW_V1
 from lousho.observe.sessions_view import SESSIONS_SELECT
 
 # Columns promoted at ingest, in table order after the identity columns (normalise.ALIASES names).
@@ -119,7 +119,7 @@ _GENAI_COLUMNS = tuple(
 _SESSIONS_VIEW = "CREATE OR REPLACE VIEW sessions AS " + SESSIONS_SELECT
 
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("spans, scores and the runs view", (_SPANS, _SCORES, "CREATE OR REPLACE VIEW runs AS " + RUNS_VIEW_V1)),
+    ("spans, scores and the runs view", (_SPANS, _SCORES)),
     ("runs from any GenAI trace: run roots, tokens, cost, input and output text; the sessions view",
      (*_GENAI_COLUMNS, _RUNS_VIEW, _SESSIONS_VIEW)),
     ("runs and sessions kept as tables folded from the spans by commit, the views merging the unfolded ones in",

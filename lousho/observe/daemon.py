@@ -51,7 +51,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     With registered agents in ``trigger``, the regression trigger watches them meanwhile."""
     config.validate()
     metrics = Metrics(decoder=DECODER)
-    store = SpanStore(config.db, on_damage=metrics.mark_store_damaged)
+    store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window)
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s
     )

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
-from lousho.observe import schema, store_damage
+from lousho.observe import schema, store_compaction, store_damage
 from lousho.observe.errors import StoreCorrupt, StoreMissing, StoreUnwritable
 from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
+from lousho.observe.recent_keys import DEFAULT_CAPACITY, RecentKeys, first_occurrences
 
 # No file or network access from SQL, for the daemon's own connection as for readers: the SQL API
 # shares this database instance. Arrow batches the writer registers are in memory, not files.
@@ -56,13 +58,14 @@ SCORE_SCHEMA = pa.schema([(f, _SCORE_TYPES.get(f, pa.string())) for f in SCORE_F
 
 _KEY = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
 _SPAN_COLUMNS = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
+# Plain INSERTs: the writer has already dropped the spans (and their scores) the store holds (RecentKeys).
 _INSERT_SPANS = (
-    f"INSERT OR IGNORE INTO spans (span_key, {', '.join(_SPAN_COLUMNS)}, duration_ns, received_ns) "
+    f"INSERT INTO spans (span_key, {', '.join(_SPAN_COLUMNS)}, duration_ns, received_ns) "
     f"SELECT {_KEY}, {', '.join(_SPAN_COLUMNS)}, end_ns - start_ns, ? FROM span_batch"
 )
 _SCORE_COLUMNS = [f for f in SCORE_FIELDS if f not in ("key_hi", "key_lo")]
 _INSERT_SCORES = (
-    f"INSERT OR IGNORE INTO scores (span_key, {', '.join(_SCORE_COLUMNS)}) "
+    f"INSERT INTO scores (span_key, {', '.join(_SCORE_COLUMNS)}) "
     f"SELECT {_KEY}, {', '.join(_SCORE_COLUMNS)} FROM score_batch"
 )
 
@@ -74,7 +77,11 @@ class AppendResult:
 
 
 class SpanStore:
-    """The read-write store. Not thread-safe for writes: one writer thread owns ``append``.
+    """The read-write store. Not thread-safe for writes: one writer thread owns ``append`` and ``compact``.
+
+    A span is stored once per (trace_id, span_id): ``append`` drops the keys the recent-key filter holds (the
+    newest ``dedup_window`` spans, loaded at open) and repeats within its batches; ``compact`` removes the rare
+    copy that got past it (its twin older than the window). Opening compacts what the last run left unchecked.
 
     Once a commit or checkpoint fails in a way that means the file is damaged, the store is
     ``damaged``: ``on_damage`` is told once, and every later ``append`` raises the same StoreCorrupt
@@ -88,6 +95,7 @@ class SpanStore:
         memory_limit: str | None = None,
         verify: bool = True,
         on_damage: Callable[[StoreCorrupt], None] | None = None,
+        dedup_window: int = DEFAULT_CAPACITY,
     ) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,12 +107,15 @@ class SpanStore:
         self.path = path
         self.damaged: StoreCorrupt | None = None
         self._on_damage = on_damage
+        self._recent = RecentKeys(dedup_window)
         self._con = _connect(path, read_only=False, config=config)
         try:
             schema.migrate(self._con)
             if verify:
                 store_damage.verify_tables(self._con, path)
             lock_configuration(self._con)
+            self.compacted_at_open = store_compaction.compact(self._con)
+            store_compaction.load_recent(self._con, self._recent)
         except duckdb.Error as e:
             self._con.close()
             raise store_damage.open_error(path, e) from None
@@ -113,19 +124,37 @@ class SpanStore:
             raise
 
     def append(self, batches: list[Decoded]) -> AppendResult:
-        """Insert the spans and scores of ``batches`` in one transaction; duplicates are ignored.
+        """Insert the spans and scores of ``batches`` in one transaction; duplicates are dropped.
 
         Raises StoreCorrupt once the file is known to be damaged."""
         if self.damaged is not None:
             raise self.damaged
         spans = _table(batches, "spans", SPAN_SCHEMA)
         scores = _table(batches, "scores", SCORE_SCHEMA)
+        hi, lo = _keys(spans)
+        fresh = self._recent.fresh(hi, lo)
+        inserted = int(fresh.sum())
+        if inserted < spans.num_rows:
+            spans = spans.filter(fresh)
+        if scores.num_rows:
+            # A score belongs to its span's copy: kept when the span is new, once per (span, seq).
+            score_hi, score_lo = _keys(scores)
+            seq = scores.column("seq").to_numpy()
+            keep = ~self._recent.held(score_hi, score_lo) & first_occurrences(score_hi, score_lo, seq)
+            if not keep.all():
+                scores = scores.filter(keep)
+        if inserted:
+            self._insert(spans, scores)
+            self._recent.add(hi[fresh], lo[fresh])
+        return AppendResult(inserted=inserted, duplicates=len(fresh) - inserted)
+
+    def _insert(self, spans: pa.Table, scores: pa.Table) -> None:
         con = self._con
         try:
             con.execute("BEGIN")
             try:
                 con.register("span_batch", spans)
-                inserted = _count(con.execute(_INSERT_SPANS, [time.time_ns()]).fetchall())
+                con.execute(_INSERT_SPANS, [time.time_ns()])
                 if scores.num_rows:
                     con.register("score_batch", scores)
                     con.execute(_INSERT_SCORES)
@@ -139,7 +168,27 @@ class SpanStore:
         except duckdb.Error as e:
             self._note_damage(e)
             raise
-        return AppendResult(inserted=inserted, duplicates=spans.num_rows - inserted)
+
+    @property
+    def compaction_due(self) -> bool:
+        """Whether a duplicate may have got past the filter since the last ``compact``."""
+        return not self._recent.complete or self._recent.unsure
+
+    def compact(self) -> int:
+        """Remove the later copies of spans committed since the last check; return how many spans went.
+
+        While the filter holds every key ever stored, nothing can have got past it: only the check's mark moves."""
+        if self.damaged is not None:
+            return 0
+        try:
+            if not self.compaction_due:
+                store_compaction.mark_checked(self._con)
+                return 0
+            self._recent.unsure = False
+            return store_compaction.compact(self._con)
+        except duckdb.Error as e:
+            self._note_damage(e)
+            raise
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor on the same database: sees committed data, safe to use from another thread."""
@@ -222,5 +271,6 @@ def _table(batches: list[Decoded], part: str, table_schema: pa.Schema) -> pa.Tab
     return pa.table(columns, schema=table_schema)
 
 
-def _count(rows: list[tuple]) -> int:
-    return int(rows[0][0]) if rows else 0
+def _keys(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    return (table.column("key_hi").to_numpy().astype(np.uint64, copy=False),
+            table.column("key_lo").to_numpy().astype(np.uint64, copy=False))

@@ -9,7 +9,7 @@ and refuses a damaged store (``LOUSHO_STORE_CORRUPT``) rather than serving it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +76,34 @@ class AppendResult:
     duplicates: int
 
 
+@dataclass(frozen=True)
+class ArrowBatch:
+    """A decoded request's rows as the store appends them."""
+
+    spans: pa.Table
+    scores: pa.Table
+
+    @property
+    def span_count(self) -> int:
+        return self.spans.num_rows
+
+
+def arrow_batch(decoded: Decoded, *, consume: bool = False) -> ArrowBatch:
+    """The Arrow tables of ``decoded``; ``consume`` empties its column lists as they are converted.
+
+    The daemon converts in the thread that decoded the request, off the writer's serial path, and consumes:
+    the lists held 4.3x the body (docs/performance.md, "Memory per in-flight request"), so only the Arrow
+    batch waits for the commit.
+    """
+    return ArrowBatch(_table(decoded.spans, SPAN_SCHEMA, consume), _table(decoded.scores, SCORE_SCHEMA, consume))
+
+
+def decode_for_store(decoder: Callable[[bytes], Decoded], body: bytes) -> tuple[Decoded, ArrowBatch]:
+    """Decode ``body`` and convert it for the writer; the Decoded keeps only its counts and errors."""
+    decoded = decoder(body)
+    return decoded, arrow_batch(decoded, consume=True)
+
+
 class SpanStore:
     """The read-write store. Not thread-safe for writes: one writer thread owns ``append`` and ``compact``.
 
@@ -123,14 +151,15 @@ class SpanStore:
             self._con.close()
             raise
 
-    def append(self, batches: list[Decoded]) -> AppendResult:
+    def append(self, batches: Sequence[Decoded | ArrowBatch]) -> AppendResult:
         """Insert the spans and scores of ``batches`` in one transaction; duplicates are dropped.
 
         Raises StoreCorrupt once the file is known to be damaged."""
         if self.damaged is not None:
             raise self.damaged
-        spans = _table(batches, "spans", SPAN_SCHEMA)
-        scores = _table(batches, "scores", SCORE_SCHEMA)
+        converted = [b if isinstance(b, ArrowBatch) else arrow_batch(b) for b in batches]
+        spans = _concat([b.spans for b in converted], SPAN_SCHEMA)
+        scores = _concat([b.scores for b in converted], SCORE_SCHEMA)
         hi, lo = _keys(spans)
         fresh = self._recent.fresh(hi, lo)
         inserted = int(fresh.sum())
@@ -262,13 +291,19 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
         pass  # deliberate: the commit's own error is the one to report; an invalidated database refuses this too
 
 
-def _table(batches: list[Decoded], part: str, table_schema: pa.Schema) -> pa.Table:
-    columns: dict[str, list] = {name: [] for name in table_schema.names}
-    for batch in batches:
-        source = getattr(batch, part)
-        for name, values in columns.items():
-            values.extend(source[name])
-    return pa.table(columns, schema=table_schema)
+def _table(columns: dict[str, list], table_schema: pa.Schema, consume: bool) -> pa.Table:
+    arrays = []
+    for name in table_schema.names:
+        arrays.append(pa.array(columns[name], table_schema.field(name).type))
+        if consume:
+            columns[name].clear()  # each list freed once its column is in Arrow: the lists never all coexist
+    return pa.Table.from_arrays(arrays, schema=table_schema)
+
+
+def _concat(tables: list[pa.Table], table_schema: pa.Schema) -> pa.Table:
+    if not tables:
+        return table_schema.empty_table()
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)  # zero-copy: one chunk per request
 
 
 def _keys(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:

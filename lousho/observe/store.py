@@ -212,8 +212,9 @@ class SpanStore:
             if not self.compaction_due:
                 store_compaction.mark_checked(self._con)
                 return 0
-            self._recent.unsure = False
-            return store_compaction.compact(self._con)
+            removed = store_compaction.compact(self._con)
+            self._recent.unsure = False  # only once done: a failed run must be retried, not marked checked
+            return removed
         except duckdb.Error as e:
             self._note_damage(e)
             raise

@@ -80,7 +80,10 @@ def compact(con: duckdb.DuckDBPyConnection) -> int:
             con.execute("UPDATE lousho_compaction SET checked_ns = ?", [newest])
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # deliberate: the compaction's own error is the one to report (an invalidated database refuses this)
         raise
     return removed
 

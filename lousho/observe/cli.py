@@ -99,6 +99,8 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
               help="SQL queries run at once (as many more wait; beyond that 503 + Retry-After).")
 @click.option("--commit-delay", type=float, default=0.0, hidden=True,
               help="Fault point: pause before each commit (backpressure tests and demos).")
+@click.option("--dedup-window", type=click.IntRange(min=1), default=2 * 1024 * 1024, hidden=True,
+              help="Span keys held in memory to drop re-sent spans; older re-sends are removed by compaction.")
 @click.option("--agent", "agents", multiple=True, metavar="NAME=DIR:CHECK_MODULE",
               help="Register an agent for the self-healing loop: a score regression on its live revision "
                    "starts one `lousho improve DIR --check CHECK_MODULE --apply` (in the loop's mode, auto "
@@ -127,7 +129,8 @@ def observe(
     db: Path, host: str, port: int, grpc_port: int, token: str | None, token_file: Path | None,
     allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
     header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
-    queue_mib: float, sql_timeout: float, sql_workers: int, commit_delay: float, agents: tuple[str, ...],
+    queue_mib: float, sql_timeout: float, sql_workers: int, commit_delay: float, dedup_window: int,
+    agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
     model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
     wiring: Wiring | None = None,
@@ -154,6 +157,7 @@ def observe(
         body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
         max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
+        dedup_window=dedup_window,
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None

@@ -31,6 +31,8 @@ class DaemonConfig:
     sql_workers: int = 4
     # A pause before each commit; a fault point to show backpressure, 0 in real use.
     commit_delay_s: float = 0.0
+    # Span keys the writer holds to drop a re-sent span (recent_keys.py); a smaller window shows compaction.
+    dedup_window: int = 2 * 1024 * 1024
     # Slow clients: a connection must send its whole request head within header_timeout_s and its
     # whole body within body_timeout_s; SIGTERM cancels requests still running after shutdown_timeout_s.
     header_timeout_s: float = 10.0

@@ -54,7 +54,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     builds the app served beside the API (the CLI passes the web page's)."""
     config.validate()
     metrics = Metrics(decoder=DECODER)
-    store = SpanStore(config.db, on_damage=metrics.mark_store_damaged)
+    store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window)
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s
     )

@@ -21,6 +21,7 @@ from lousho.observe.errors import bind_error
 from lousho.observe.http_layers import bearer_matches
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload
+from lousho.observe.store import decode_for_store
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -43,13 +44,14 @@ class _TraceService:
         if not self._writer.has_room(nbytes):
             self._refuse(context)
         try:
-            decoded = self._decode(body)
+            decoded, batch = decode_for_store(self._decode, body)
         except BadPayload as e:
             self._metrics.add(requests_bad=1)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self._metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
-            future = self._writer.submit(decoded, nbytes)
+            future = self._writer.submit(batch, nbytes)
+            del batch  # the writer holds it until the commit; the ack needs only the counts
         except (QueueFull, ShuttingDown):
             self._refuse(context)
         try:

@@ -35,6 +35,7 @@ from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json
 from lousho.observe.sql_json import row_keys, rows_json
 from lousho.observe.sql_pool import SqlPool
+from lousho.observe.store import decode_for_store
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
@@ -80,14 +81,15 @@ def build_app(
             return _unavailable(request, config, metrics)
         decoder = decode_json if base == "application/json" else decode_protobuf
         try:
-            decoded: Decoded = await run_in_threadpool(decoder, body)
+            decoded, batch = await run_in_threadpool(decode_for_store, decoder, body)
         except BadPayload as e:
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
         metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
-            future = writer.submit(decoded, len(body))
+            future = writer.submit(batch, len(body))
+            del batch  # the writer holds it until the commit; the ack needs only the counts
         except (QueueFull, ShuttingDown):
             return _unavailable(request, config, metrics)
         try:

@@ -2,7 +2,8 @@
 
 A migration is never edited once released: a change is a new entry at the end of MIGRATIONS.
 Views hold no data, so a migration may replace one, and the first no longer makes the ``runs`` view that
-the second replaces anyway (a store made by it keeps that view until its own migration 2 runs). Since migration 3 ``runs`` and ``sessions`` are
+the second replaces anyway (a store made by it keeps that view until its own migration 2 runs).
+Since migration 3 ``runs`` and ``sessions`` are
 views over kept tables and the spans not folded into them yet (runs_table.py): a change to what makes
 a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``runs_table.REBUILD``.
 """
@@ -118,12 +119,44 @@ _GENAI_COLUMNS = tuple(
 )
 _SESSIONS_VIEW = "CREATE OR REPLACE VIEW sessions AS " + SESSIONS_SELECT
 
+
+def _without_key(table: str, not_null: tuple[str, ...]) -> tuple[str, ...]:
+    """Rebuild ``table`` with the same columns, in the same order, minus its primary key.
+
+    Written against whatever columns the table has when it runs (CREATE ... AS SELECT), so a migration that
+    adds a column before this one is carried over. DuckDB cannot drop a primary key in place; views are bound
+    by name, so they answer from the new table.
+    """
+    lean = f"{table}_lean"
+    return (
+        f"CREATE TABLE {lean} AS SELECT * FROM {table} LIMIT 0",
+        *(f"ALTER TABLE {lean} ALTER COLUMN {column} SET NOT NULL" for column in not_null),
+        f"INSERT INTO {lean} SELECT * FROM {table}",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE {lean} RENAME TO {table}",
+    )
+
+
+# Migration 4: de-duplication moves from the primary keys to the writer's recent-key filter and compaction
+# (recent_keys.py, store_compaction.py): an index on random 128-bit keys doubled the cost of every commit.
+# ``lousho_compaction`` remembers up to which commit time the spans were checked for duplicates: all of them
+# here, as the keys kept them unique until now.
+_LEAN_TABLES = (
+    *_without_key("spans", ("span_key", "trace_id", "span_id", "name", "kind", "start_ns", "end_ns",
+                            "duration_ns", "status_code", "received_ns")),
+    *_without_key("scores", ("span_key", "seq", "trace_id", "span_id", "time_ns")),
+    "CREATE TABLE lousho_compaction (checked_ns BIGINT NOT NULL)",
+    "INSERT INTO lousho_compaction SELECT coalesce(max(received_ns), 0) FROM spans",
+)
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spans, scores and the runs view", (_SPANS, _SCORES)),
     ("runs from any GenAI trace: run roots, tokens, cost, input and output text; the sessions view",
      (*_GENAI_COLUMNS, _RUNS_VIEW, _SESSIONS_VIEW)),
     ("runs and sessions kept as tables folded from the spans by commit, the views merging the unfolded ones in",
      runs_table.MIGRATION),
+    ("no primary keys on spans and scores: the writer's recent-key filter and compaction de-duplicate",
+     _LEAN_TABLES),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

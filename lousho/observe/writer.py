@@ -21,13 +21,16 @@ import duckdb
 
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import Decoded
-from lousho.observe.store import AppendResult, SpanStore
+from lousho.observe.store import AppendResult, ArrowBatch, SpanStore, arrow_batch
 from lousho.observe.store_damage import is_corruption
 
 logger = logging.getLogger(__name__)
 
 # Checkpoint when the queue is empty and this many request bytes were committed since the last one.
 CHECKPOINT_EVERY_BYTES = 32 * 1024 * 1024
+# Compact (remove a duplicate that got past the recent-key filter) when idle, at most this often: it scans
+# the span keys, while a duplicate that old is rare.
+COMPACT_EVERY_S = 10.0
 
 
 def is_transient(error: BaseException) -> bool:
@@ -50,7 +53,7 @@ class ShuttingDown(Exception):
 
 @dataclass
 class _Item:
-    batch: Decoded
+    batch: ArrowBatch
     nbytes: int
     future: Future[AppendResult]
 
@@ -64,6 +67,7 @@ class Writer:
         capacity_bytes: int,
         max_batch_spans: int = 65_536,
         commit_delay: float = 0.0,
+        compact_every_s: float = COMPACT_EVERY_S,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -78,7 +82,11 @@ class Writer:
         self._cond = threading.Condition()
         self._closing = False
         self._since_checkpoint = 0  # bytes committed since the last checkpoint
+        self._compact_every_s = compact_every_s
+        self._compacted_at = time.monotonic()
+        self._committed_since_compaction = False
         metrics.queue_capacity_bytes = capacity_bytes
+        metrics.add(spans_duplicate=store.compacted_at_open)  # copies a previous run left, removed at open
         self._thread = threading.Thread(target=self._run, name="lousho-writer", daemon=True)
         self._thread.start()
 
@@ -87,11 +95,14 @@ class Writer:
         with self._cond:
             return not self._closing and self._fits(nbytes)
 
-    def submit(self, batch: Decoded, nbytes: int) -> Future[AppendResult]:
+    def submit(self, batch: Decoded | ArrowBatch, nbytes: int) -> Future[AppendResult]:
         """Queue a decoded request; the future resolves after its commit.
 
-        Raises QueueFull or ShuttingDown; nothing is queued then.
+        Pass the ``ArrowBatch`` (``store.decode_for_store``) from the decoding thread: a Decoded is converted
+        here, in the caller's thread. Raises QueueFull or ShuttingDown; nothing is queued then.
         """
+        if not isinstance(batch, ArrowBatch):
+            batch = arrow_batch(batch)
         future: Future[AppendResult] = Future()
         if batch.span_count == 0:
             future.set_result(AppendResult(inserted=0, duplicates=0))
@@ -153,25 +164,14 @@ class Writer:
                 self._metrics.add(spans_accepted=result.inserted, spans_duplicate=result.duplicates)
                 item.future.set_result(result)
 
-    def _take(self) -> list[_Item] | None:
-        with self._cond:
-            while not self._queue and not self._closing:
-                self._cond.wait()
-            if not self._queue:
-                return None
-            taken: list[_Item] = []
-            spans = 0
-            while self._queue and (not taken or spans < self._max_batch_spans):
-                item = self._queue.popleft()
-                taken.append(item)
-                spans += item.batch.span_count
-            return taken
-
     def _run(self) -> None:
         while True:
             items = self._take()
             if items is None:
                 return
+            if not items:
+                self._compact()
+                continue
             if self._commit_delay:
                 time.sleep(self._commit_delay)
             started = time.perf_counter()
@@ -193,8 +193,44 @@ class Writer:
                     self._metrics.queue_bytes = self._queued_bytes
                     idle = not self._queue
             self._since_checkpoint += sum(item.nbytes for item in items)
+            self._committed_since_compaction = True
             if idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES:
                 self._checkpoint()
+            if idle and time.monotonic() - self._compacted_at >= self._compact_every_s:
+                self._compact()
+
+    def _take(self) -> list[_Item] | None:
+        with self._cond:
+            while not self._queue and not self._closing:
+                if self._committed_since_compaction:
+                    # Idle with spans unchecked: wake in time to compact them, unless work arrives first.
+                    left = self._compact_every_s - (time.monotonic() - self._compacted_at)
+                    if left <= 0:
+                        return []
+                    self._cond.wait(left)
+                else:
+                    self._cond.wait()
+            if not self._queue:
+                return None
+            taken: list[_Item] = []
+            spans = 0
+            while self._queue and (not taken or spans < self._max_batch_spans):
+                item = self._queue.popleft()
+                taken.append(item)
+                spans += item.batch.span_count
+            return taken
+
+    def _compact(self) -> None:
+        """Remove duplicates that got past the recent-key filter while nobody waits for an ack."""
+        self._compacted_at = time.monotonic()
+        self._committed_since_compaction = False
+        try:
+            removed = self._store.compact()
+        except Exception:  # deliberate: the copies stay until the next try; the data is intact
+            logger.exception("idle compaction failed")
+            return
+        if removed:
+            self._metrics.add(spans_accepted=-removed, spans_duplicate=removed)
 
     def _checkpoint(self) -> None:
         """Fold the WAL into the database file while nobody waits for an ack."""

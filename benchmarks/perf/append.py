@@ -1,0 +1,70 @@
+"""The writer's commit alone: ``SpanStore.append`` of one group of spans, in µs per span, by group size.
+
+In this process, on one thread, into a fresh store: ``--commits`` groups of each size (512, 1,024 and 8,192 spans
+of the ingest benchmark's bodies, fresh ids each), the first few as warm-up; each group already decoded and
+converted to Arrow as the daemon's decoding threads hand it over (what a code tree without that step takes,
+a Decoded, is passed instead). Reports the median µs/span and ms per commit. Every commit is durable (DuckDB's
+COMMIT: WAL write and fdatasync).
+
+Not a timed test: run by hand; it writes only under a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _common as common
+
+from lousho.observe import otlp_native
+from lousho.observe import store as span_store
+
+
+def _converter():
+    convert = getattr(span_store, "arrow_batch", None)  # absent before the Arrow hand-over
+    return convert if convert is not None else (lambda decoded: decoded)
+
+
+def measure(size: int, commits: int, workdir: Path) -> dict[str, float]:
+    template = common.templates(1, 21, size)[0]
+    decode = otlp_native.protobuf_decoder()
+    convert = _converter()
+    groups = [convert(decode(template.stamp())) for _ in range(commits)]
+    store = span_store.SpanStore(workdir / f"append-{size}.duckdb")
+    try:
+        times = []
+        for group in groups:
+            started = time.perf_counter()
+            result = store.append([group])
+            times.append(time.perf_counter() - started)
+            assert result.inserted == size, result
+        measured = times[min(3, len(times) - 1):]
+        return {"size": size, "us_per_span": common.median(measured) / size * 1e6,
+                "ms_per_commit": common.median(measured) * 1e3}
+    finally:
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--commits", type=int, default=30, help="commits of each size (the first 3 warm up)")
+    p.add_argument("--sizes", default="512,1024,8192", help="spans per commit, comma-separated")
+    args = p.parse_args(argv)
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="lousho-append-") as tmp:
+        rows = [measure(int(size), args.commits, Path(tmp)) for size in args.sizes.split(",")]
+    print(f"SpanStore.append, one thread, {otlp_native.NAME} decoder; load {load_before[0]:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after")
+    for row in rows:
+        print(f"  {row['size']:6,} spans per commit: {row['us_per_span']:6.2f} µs/span   "
+              f"{row['ms_per_commit']:7.2f} ms per commit")
+    print(f"reproduce: {common.reproduce_command()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from lousho.errors import LoushoError
 from lousho.observe.cli import Wiring, wired
-from lousho.observe.trigger import AgentCheckInvalid, AgentDirInvalid, AgentSpec
+from lousho.observe.errors import AgentCheckInvalid, AgentDirInvalid
+from lousho.observe.trigger import AgentSpec
 from lousho.page.cli import make_page
 
 

@@ -42,8 +42,8 @@ from typing import Any
 import duckdb
 
 from lousho import monitor_rule
-from lousho.errors import UsageError
 from lousho.observe import sql as sql_api
+from lousho.observe.errors import BadAgentOption
 
 logger = logging.getLogger(__name__)
 
@@ -73,29 +73,6 @@ WHERE r.passed IS NOT NULL
 ORDER BY r.started_ns DESC, r.run_id DESC
 LIMIT ?
 """
-
-
-class BadAgentOption(UsageError):
-    code = "LOUSHO_OBSERVE_BAD_AGENT"
-    hint = "write --agent NAME=DIR:CHECK_MODULE, e.g. --agent coder=agents/coder:agents/coder/check.py"
-
-
-# The two refusals below are raised by the check of --agent the entry point wires into the daemon command
-# (lousho.cli_observe): it asks the improve part, which observe may not import (DESIGN §1).
-class AgentDirInvalid(BadAgentOption):
-    """DIR of --agent exists but holds no harness the loop could edit."""
-
-    code = "LOUSHO_OBSERVE_AGENT_DIR_INVALID"
-    hint = ("DIR is the agent's harness directory: a non-empty instructions.md, optionally skills/<name>/SKILL.md "
-            "(check it with `lousho improve revision DIR`)")
-
-
-class AgentCheckInvalid(BadAgentOption):
-    """CHECK_MODULE of --agent cannot be imported, or defines no check()."""
-
-    code = "LOUSHO_OBSERVE_AGENT_CHECK_INVALID"
-    hint = ("CHECK_MODULE is a Python file that imports cleanly and defines check(input, output) -> Verdict, "
-            "and probe(harness_dir, case, repeat) for an agent lousho did not build (docs/improve.md)")
 
 
 @dataclass(frozen=True)

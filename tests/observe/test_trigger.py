@@ -15,8 +15,9 @@ from daemon_support import get, sql
 from lousho.cli_support import run
 from lousho.observe import instrument
 from lousho.observe.cli import observe
+from lousho.observe.errors import BadAgentOption
 from lousho.observe.process import DaemonProcess, start_daemon
-from lousho.observe.trigger import BadAgentOption, judge, parse_agent
+from lousho.observe.trigger import judge, parse_agent
 
 INTERVAL = "0.1"
 

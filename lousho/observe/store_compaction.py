@@ -1,6 +1,6 @@
 """Loading the recent-key filter from the store, and removing any duplicate span that got past it.
 
-``spans`` and ``scores`` have no primary key (schema migration 3). The writer drops a re-sent span when its key
+``spans`` and ``scores`` have no primary key (schema migration 4). The writer drops a re-sent span when its key
 is in ``RecentKeys``; a span whose twin is older than the filter's window, or that met a collision of the key's
 64-bit mix, is stored twice until ``compact`` runs: the writer runs it at start and when idle, on the spans
 committed since the last check (``lousho_compaction.checked_ns``, a commit time), keeping the copy stored first,

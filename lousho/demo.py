@@ -26,6 +26,7 @@ def demo(workdir: Path, n_runs: int) -> None:
     from lousho.agent.loop import RunOptions
     from lousho.agent.runner import AgentSetup, open_agent
     from lousho.analysis import cases_from_failures, pass_rates, runs
+    from lousho.analysis.frames import PASS_RATE_COLUMNS
     from lousho.demo_tables import cases_table, rates_table
     from lousho.models.config import ModelConfig
     from lousho.models.faults import Fault
@@ -74,7 +75,7 @@ def demo(workdir: Path, n_runs: int) -> None:
         _lousho("runs", "--url", daemon.url, "--failed", "--limit", "8")
         store = connect(daemon.url)
         _say("5. pass rate by harness revision (Wilson 95% interval, pass^3, tokens per passing run)")
-        print_frame(rates_table(pass_rates(runs(store, agent="ledger"))))
+        print_frame(rates_table(pass_rates(runs(store, agent="ledger", columns=PASS_RATE_COLUMNS))))
         _say("6. failed runs of the live revision, grouped into cases (what the improve loop learns from)")
         print_frame(cases_table(cases_from_failures(store, "ledger", recurring_only=True)))
         _improve_step(agent_dir, daemon.url)

@@ -402,9 +402,9 @@ def _page_runs(client: StoreClient, ctx: dict[str, Any]) -> int:
 
 def _pass_rate(client: StoreClient, ctx: dict[str, Any]) -> int:
     """An agent's pass rate per revision: analysis.runs, then analysis.pass_rates."""
-    from lousho.analysis.frames import pass_rates, runs
+    from lousho.analysis.frames import PASS_RATE_COLUMNS, pass_rates, runs
 
-    return pass_rates(runs(client, common.AGENTS[0])).height
+    return pass_rates(runs(client, common.AGENTS[0], columns=PASS_RATE_COLUMNS)).height
 
 
 def _monitor(client: StoreClient, ctx: dict[str, Any]) -> int:

@@ -6,6 +6,7 @@ left out of ``live_revision`` and, unless asked for, of ``runs``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import numpy as np
@@ -24,10 +25,12 @@ def runs(
     since: datetime | int | None = None,
     *,
     include_probes: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> pl.DataFrame:
-    """One row per run (the ``runs`` view's columns), oldest first.
+    """One row per run (the ``runs`` view's columns, or only ``columns``), oldest first.
 
-    ``revision`` may be ``"live"``; ``since`` is a datetime (UTC when naive) or nanoseconds.
+    ``revision`` may be ``"live"``; ``since`` is a datetime (UTC when naive) or nanoseconds. Asking for the
+    columns a summary needs (``PASS_RATE_COLUMNS``) leaves the runs' input and output text in the store.
     """
     if revision == LIVE:
         if agent is None:
@@ -49,7 +52,15 @@ def runs(
     if not include_probes:
         post_filter.append("NOT probe")
     where = f"WHERE {' AND '.join(post_filter)}" if post_filter else ""
-    return store.sql(f"SELECT * FROM runs {where} ORDER BY started_ns, run_id", post_params)
+    select = "*" if columns is None else ", ".join(_column(name) for name in columns)
+    return store.sql(f"SELECT {select} FROM runs {where} ORDER BY started_ns, run_id", post_params)
+
+
+def _column(name: str) -> str:
+    if not name.isidentifier():
+        raise ValueError(f"not a column name: {name!r}")
+    return f'"{name}"'
+
 
 
 def live_revision(store: StoreClient, agent: str) -> str | None:
@@ -61,6 +72,10 @@ def live_revision(store: StoreClient, agent: str) -> str | None:
         [agent],
     )
     return frame["revision"][0] if frame.height else None
+
+
+# What ``pass_rates`` reads of a run.
+PASS_RATE_COLUMNS = ("harness_revision", "case_id", "passed", "input_tokens", "output_tokens", "cost_usd")
 
 
 def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k: int = 3) -> pl.DataFrame:

@@ -145,3 +145,13 @@ def test_an_empty_store_gives_empty_frames(tmp_path):
         assert pass_rates(runs(store)).height == 0
     finally:
         store.close()
+
+
+def test_pass_rates_from_only_the_columns_they_read_equal_those_from_whole_runs(store):
+    from lousho.analysis.frames import PASS_RATE_COLUMNS
+
+    narrow = runs(store, agent="coder", columns=PASS_RATE_COLUMNS)
+    assert narrow.columns == list(PASS_RATE_COLUMNS)
+    assert pass_rates(narrow, k=2).equals(pass_rates(runs(store, agent="coder"), k=2))
+    with pytest.raises(ValueError, match="not a column name"):
+        runs(store, columns=["passed; DROP TABLE spans"])

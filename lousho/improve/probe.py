@@ -12,6 +12,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -155,6 +156,12 @@ class AgentProbe:
     work_dir: Path | None = None
     client_factory: Callable[[], ModelClient] | None = None
 
+    @cached_property
+    def _model_client(self) -> ModelClient:
+        """One client for every run of this probe (it pools connections and is safe across threads): building
+        one loads the SDK's certificate bundle, about 50 ms, which a probe would otherwise pay on every run."""
+        return self.model.client(self.environ)
+
     def __call__(self, harness_dir: Path, case: Case, repeat: int) -> RunRecord:
         from lousho.recover.store import open as open_store
 
@@ -162,7 +169,7 @@ class AgentProbe:
         hooks: tuple[Hook, ...] = directory.hooks
         if self.read_only is not None:
             hooks = (*hooks, create_shadow_hook(self.read_only))
-        client = _Counting(self.client_factory() if self.client_factory else self.model.client(self.environ))
+        client = _Counting(self.client_factory() if self.client_factory else self._model_client)
         with tempfile.TemporaryDirectory(prefix="lousho-probe-", dir=self.work_dir) as tmp:
             store = open_store(f"sqlite:///{Path(tmp) / 'runs.db'}")
             try:

@@ -47,7 +47,7 @@ from lousho.observe import connect, runs_table, schema
 from lousho.observe.cli import RUN_COLUMNS, newest_runs
 from lousho.observe.client import StoreClient
 from lousho.observe.process import start_daemon
-from lousho.observe.runs_view import newest_runs_queries
+from lousho.observe.runs_view import newest_runs_query
 from lousho.observe.store import SpanStore, open_read_only
 
 GENERATOR_VERSION = 2
@@ -391,13 +391,8 @@ def _runs_show(client: StoreClient, ctx: dict[str, Any]) -> int:
 # The hook: append a Timing here and it is timed, reported and compared with its limit like the
 # others (``timings()`` adds cases_from_failures when it can be imported).
 def _page_runs(client: StoreClient, ctx: dict[str, Any]) -> int:
-    """The page's runs list of one agent (page_data.newest_runs: newest 50)."""
-    newest = client.sql("SELECT max(start_ns) AS ns FROM spans")["ns"][0]
-    for query, params in newest_runs_queries(newest, RUN_COLUMNS, agent=common.AGENTS[0], limit=50):
-        rows = client.sql(query, params).height
-        if rows >= 50:
-            break
-    return rows
+    """The page's runs list of one agent (page.data.newest_runs: newest 50)."""
+    return client.sql(*newest_runs_query(RUN_COLUMNS, agent=common.AGENTS[0], limit=50)).height
 
 
 def _pass_rate(client: StoreClient, ctx: dict[str, Any]) -> int:

@@ -20,7 +20,7 @@ from lousho.observe.config import MIB, DaemonConfig
 from lousho.observe.empty_runs import why_no_runs
 from lousho.observe.errors import DaemonUnreachable, RunNotFound, SqlTruncated, TokenFileUnreadable
 from lousho.observe.render import print_answer, print_frame, print_table
-from lousho.observe.runs_view import newest_runs_queries, runs_select
+from lousho.observe.runs_view import newest_runs_query, runs_select
 
 if TYPE_CHECKING:
     import polars as pl
@@ -320,20 +320,10 @@ def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None
         click.echo(empty_note, err=True)
 
 
-# Narrowed by widening time windows before aggregating (runs_view.newest_runs_queries): on 1M runs
-# 0.45 s instead of 4.3 s, and exact because the last window is everything.
 def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int) -> pl.DataFrame:
-    """The ``limit`` newest runs (of ``agent``; only failed ones with ``failed``), newest first."""
-    newest = store.frame("SELECT max(start_ns) AS ns FROM spans")["ns"][0]
-    frame = store.frame(f"SELECT {RUN_COLUMNS}, started_ns FROM runs WHERE false")
-    if newest is None:
-        return frame.drop("started_ns")
-    for query, params in newest_runs_queries(newest, f"{RUN_COLUMNS}, started_ns", agent=agent, failed=failed,
-                                             limit=limit):
-        frame = store.frame(query, params)
-        if frame.height >= limit:
-            break
-    return frame.drop("started_ns")
+    """The ``limit`` newest runs (of ``agent``; only failed ones with ``failed``), newest first; with its
+    columns when no run matches."""
+    return store.frame(*newest_runs_query(RUN_COLUMNS, agent=agent, failed=failed, limit=limit))
 
 
 @runs.command("show")

@@ -25,7 +25,6 @@ e.g. ``agent_name = ?``), so asking for one agent's runs does not aggregate ever
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 _TEMPLATE = """
@@ -179,13 +178,10 @@ def runs_select(run_filter: str = "") -> str:
     )
 
 
-def newest_runs_queries(newest_ns: int, columns: str, *, agent: str | None = None, revision: str | None = None,
-                        failed: bool = False, limit: int) -> Iterator[tuple[str, list[Any]]]:
-    """The query for the ``limit`` newest runs (of ``agent``, ``revision``; only failed ones with ``failed``).
-
-    The callers run the queries in order and stop at the first that returns ``limit`` rows (or the last):
-    that was a widening time window each, narrowed before it aggregated. ``runs`` is kept now
-    (runs_table.py), so one query over it is the answer, whatever ``newest_ns``."""
+def newest_runs_query(columns: str, *, agent: str | None = None, revision: str | None = None,
+                      failed: bool = False, limit: int) -> tuple[str, list[Any]]:
+    """The query for the ``limit`` newest runs (of ``agent``, ``revision``; only failed ones with ``failed``),
+    newest first: one query over the kept ``runs`` (runs_table.py), no narrowing window needed."""
     where, params = ["true"], []
     for column, value in (("agent", agent), ("harness_revision", revision)):
         if value:
@@ -193,5 +189,5 @@ def newest_runs_queries(newest_ns: int, columns: str, *, agent: str | None = Non
             params.append(value)
     if failed:
         where.append("(status = 'error' OR passed = false)")
-    yield (f"SELECT {columns} FROM runs WHERE {' AND '.join(where)} ORDER BY started_ns DESC, run_id LIMIT ?",
-           [*params, limit])
+    return (f"SELECT {columns} FROM runs WHERE {' AND '.join(where)} ORDER BY started_ns DESC, run_id LIMIT ?",
+            [*params, limit])

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 from lousho.observe import sql as sql_api
-from lousho.observe.runs_view import newest_runs_queries, runs_select
+from lousho.observe.runs_view import newest_runs_query, runs_select
 
 RUN_COLUMNS = (
     "run_id, agent, harness_revision, case_id, status, passed, attempts, started_ns, duration_s, "
@@ -77,17 +77,7 @@ def revisions(reader: Reader, agent: str | None) -> list[str]:
 def newest_runs(reader: Reader, *, agent: str | None, revision: str | None, failed: bool,
                 limit: int) -> list[dict[str, Any]]:
     """The ``limit`` newest runs matching the filters, newest first. Failed: errored or failed its check."""
-    newest = reader.rows("SELECT max(start_ns) AS ns FROM spans")[0]["ns"]
-    if newest is None:
-        return []
-    rows: list[dict[str, Any]] = []
-    # Widening windows, as `lousho runs`: the newest runs without aggregating the whole store.
-    for query, params in newest_runs_queries(newest, RUN_COLUMNS, agent=agent, revision=revision, failed=failed,
-                                             limit=limit):
-        rows = reader.rows(query, params)
-        if len(rows) >= limit:
-            break
-    return rows
+    return reader.rows(*newest_runs_query(RUN_COLUMNS, agent=agent, revision=revision, failed=failed, limit=limit))
 
 
 def run_detail(reader: Reader, run_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]],

@@ -17,8 +17,8 @@ from lousho.errors import UsageError
 
 INSTRUCTIONS = "instructions.md"
 SKILL_FILE = "SKILL.md"
-# The loader's rules (lousho.agent.directory: _SKILL_NAME, MAX_INSTRUCTIONS_CHARS; tests/test_harness_hash.py
-# keeps them equal): a directory the agent could not load has no revision.
+# What makes a harness loadable, one definition for the agent's loader (lousho.agent.directory) and the hash:
+# a directory the agent could not load has no revision.
 SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_INSTRUCTIONS_CHARS = 8_000
 

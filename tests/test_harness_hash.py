@@ -41,7 +41,7 @@ def run_revision(root: Path) -> str | None:
 
 def test_the_leaf_keeps_the_loaders_rules() -> None:
     assert harness_hash.MAX_INSTRUCTIONS_CHARS == loader.MAX_INSTRUCTIONS_CHARS
-    assert harness_hash.SKILL_NAME.pattern == loader._SKILL_NAME.pattern
+    assert harness_hash.SKILL_NAME.pattern == loader.SKILL_NAME.pattern
 
 
 def test_every_door_gives_the_same_revision(harness: Path) -> None:

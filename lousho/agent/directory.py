@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import importlib.util
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +18,10 @@ from typing import Any
 from lousho.agent.errors import AgentDirInvalid, SkillInvalid
 from lousho.agent.hooks import Hook
 from lousho.agent.tools import Tool, ToolSet, make_tool
+from lousho.harness_hash import MAX_INSTRUCTIONS_CHARS, SKILL_NAME
 
 DEFAULT_MAX_STEPS = 10
-MAX_INSTRUCTIONS_CHARS = 8_000
 _KEYS = {"name", "model", "max_steps", "tools", "approval", "description", "progress_guard", "hooks"}
-_SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -134,7 +132,7 @@ def _skills(root: Path) -> list[Skill]:
         path = entry / "SKILL.md"
         if not path.is_file():
             raise SkillInvalid(f"{entry}: a skill folder needs a SKILL.md")
-        if not _SKILL_NAME.match(entry.name):
+        if not SKILL_NAME.match(entry.name):
             raise SkillInvalid(f"{entry}: skill names are lowercase letters, digits, - and _")
         meta, body = _front_matter(path)
         description = meta.get("description", "").strip()

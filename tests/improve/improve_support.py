@@ -203,3 +203,32 @@ def editor_script(plans: Mapping[str, Any], *, select: str = "A", reflect: str =
 
     respond.state = state  # type: ignore[attr-defined]
     return respond
+
+
+# An agent lousho did not build: it answers from its instructions alone, and its check module carries the probe.
+SIGN_FIX = "Always sign every answer with -- the desk."
+HARNESS_ONLY_CHECK = f'''
+from pathlib import Path
+from lousho.agent import Verdict
+from lousho.improve import ProbeResult
+
+FIX = {SIGN_FIX!r}
+
+
+def cases():
+    return [{{"id": "hello", "input": "hello"}}, {{"id": "bye", "input": "bye"}}]
+
+
+def check(input_text, output):
+    if output and output.endswith("-- the desk."):
+        return Verdict("pass")
+    return Verdict("fail", failed_check="signed", explanation="the answer is not signed")
+
+
+def probe(harness_dir, case, repeat):
+    instructions = (Path(harness_dir) / "instructions.md").read_text()
+    answer = f"echo {{case.input}}"
+    if FIX in instructions:
+        answer += " -- the desk."
+    return ProbeResult(answer, tokens=10, requests=1)
+'''

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from improve_support import editor_script
+from improve_support import HARNESS_ONLY_CHECK, SIGN_FIX, editor_script
 
 import lousho
 from lousho.agent.directory import harness_revision as loader_revision
@@ -21,34 +21,7 @@ from lousho.improve.cycle import LoopSetup, run_cycle
 from lousho.models.config import ModelConfig
 from lousho.models.scripted import ScriptedModelServer
 
-FIX = "Always sign every answer with -- the desk."
-
-# A check module for an agent lousho did not build: the "agent" answers from its instructions alone.
-CHECK = f'''
-from pathlib import Path
-from lousho.agent import Verdict
-from lousho.improve import ProbeResult
-
-FIX = {FIX!r}
-
-
-def cases():
-    return [{{"id": "hello", "input": "hello"}}, {{"id": "bye", "input": "bye"}}]
-
-
-def check(input_text, output):
-    if output and output.endswith("-- the desk."):
-        return Verdict("pass")
-    return Verdict("fail", failed_check="signed", explanation="the answer is not signed")
-
-
-def probe(harness_dir, case, repeat):
-    instructions = (Path(harness_dir) / "instructions.md").read_text()
-    answer = f"echo {{case.input}}"
-    if FIX in instructions:
-        answer += " -- the desk."
-    return ProbeResult(answer, tokens=10, requests=1)
-'''
+FIX, CHECK = SIGN_FIX, HARNESS_ONLY_CHECK
 
 
 @pytest.fixture

@@ -24,32 +24,9 @@ from lousho.observe.process import start_daemon
 from lousho.observe.trigger import AgentSpec, CycleModels, cycle_command, cycle_outcome
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "improve"))
-from improve_support import editor_script  # noqa: E402  (tests/improve's scripted editor)
+from improve_support import HARNESS_ONLY_CHECK, SIGN_FIX, editor_script  # noqa: E402  (tests/improve's scripted editor)
 
-FIX = "Always sign every answer with -- the desk."
-
-CHECK = f'''
-from pathlib import Path
-from lousho.agent import Verdict
-from lousho.improve import ProbeResult
-
-FIX = {FIX!r}
-
-
-def cases():
-    return [{{"id": "hello", "input": "hello"}}, {{"id": "bye", "input": "bye"}}]
-
-
-def check(input_text, output):
-    if output and output.endswith("-- the desk."):
-        return Verdict("pass")
-    return Verdict("fail", failed_check="signed", explanation="the answer is not signed")
-
-
-def probe(harness_dir, case, repeat):
-    signed = FIX in (Path(harness_dir) / "instructions.md").read_text()
-    return ProbeResult(f"echo {{case.input}}" + (" -- the desk." if signed else ""), tokens=10, requests=1)
-'''
+FIX, CHECK = SIGN_FIX, HARNESS_ONLY_CHECK
 
 
 @pytest.fixture

@@ -41,36 +41,22 @@ store_option = click.option(
 
 def pending_row(run: StoredRun) -> dict[str, Any]:
     """The fields ``pending --json`` prints for one run."""
-    return {
-        "run_id": run.id,
-        "agent": run.agent,
-        "kind": run.kind,
-        "status": run.status,
-        "attempts": run.attempts,
-        "consecutive_failures": run.consecutive_failures,
-        "last_error": run.last_error,
-        "next_attempt_at": run.next_attempt_at,
-        "updated_at": run.updated_at,
-        "healed_from": run.healed_from,
-        "lease_owner": run.lease_owner,
-        "lease_expiry": run.lease_expiry,
-        "quarantined": run.status == "quarantined",
-    }
+    return {"run_id": run.id, **_fields(run, "agent", "kind", "status", "attempts", "consecutive_failures",
+                                        "last_error", "next_attempt_at", "updated_at", "healed_from", "lease_owner",
+                                        "lease_expiry"),
+            "quarantined": run.status == "quarantined"}
 
 
 def outage_row(state: OutageState) -> dict[str, Any]:
     """The fields ``outage --json`` prints: the recover loop's provider-outage breaker, shared by its replicas."""
-    return {
-        "paused": state.paused,
-        "paused_since": state.paused_since,
-        "failures_in_a_row": state.failures,
-        "failed_probes": state.probes,
-        "next_probe_at": state.next_probe_at,
-        "probe_owner": state.probe_owner,
-        "probe_run": state.probe_run,
-        "probe_expiry": state.probe_expiry,
-        "last_error": state.last_error,
-    }
+    return {"paused": state.paused, "paused_since": state.paused_since, "failures_in_a_row": state.failures,
+            "failed_probes": state.probes,
+            **_fields(state, "next_probe_at", "probe_owner", "probe_run", "probe_expiry", "last_error")}
+
+
+def _fields(record: object, *names: str) -> dict[str, Any]:
+    """The record's attributes under their own names, in the order given (the JSON output's order)."""
+    return {name: getattr(record, name) for name in names}
 
 
 def outage_line(state: OutageState) -> str:

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
@@ -50,6 +51,22 @@ def default_owner(role: str = "recover") -> str:
     return f"{role}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+@dataclass(frozen=True)
+class Renewer:
+    """Who renews leases and how often: the owner's name, the lease's length and the beat (a third of the lease
+    unless given), shared by a ``Keeper`` and each ``Heartbeat`` it beats."""
+
+    store: RunStore
+    owner: str
+    seconds: float = LEASE_SECONDS
+    clock: Clock = utc_clock
+    every: float | None = None
+
+    @property
+    def period(self) -> float:
+        return self.seconds / 3 if self.every is None else self.every
+
+
 class Heartbeat:
     """Renews the lease on one run (and the outage probe slot, with ``probe``) until the block ends.
 
@@ -59,43 +76,37 @@ class Heartbeat:
     lease period fails.
     """
 
-    def __init__(
-        self, store: RunStore, run_id: str, epoch: int, *, owner: str, seconds: float = LEASE_SECONDS,
-        clock: Clock = utc_clock, every: float | None = None, probe: bool = False,
-    ) -> None:
-        self.store = store
+    def __init__(self, renewer: Renewer, run_id: str, epoch: int, *, probe: bool = False) -> None:
+        self.renewer = renewer
         self.run_id = run_id
         self.epoch = epoch
-        self.owner = owner
-        self.seconds = seconds
-        self.clock = clock
-        self.every = seconds / 3 if every is None else every
         self.probe = probe
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def beat(self) -> None:
-        """One renewal (the thread calls this every ``every`` seconds); nothing once the lease is lost."""
+        """One renewal (the thread calls this every ``renewer.period`` seconds); nothing once the lease is lost."""
         if self.lost.is_set():
             return
-        expiry = self.clock() + timedelta(seconds=self.seconds)
+        renewer = self.renewer
+        expiry = renewer.clock() + timedelta(seconds=renewer.seconds)
         try:
-            self.store.update_run(self.run_id, epoch=self.epoch, lease_expiry=expiry)
+            renewer.store.update_run(self.run_id, epoch=self.epoch, lease_expiry=expiry)
         except (LeaseLost, RunNotFound) as e:
-            log.warning("lease-lost run=%s epoch=%d owner=%s: %s", self.run_id, self.epoch, self.owner, e)
+            log.warning("lease-lost run=%s epoch=%d owner=%s: %s", self.run_id, self.epoch, renewer.owner, e)
             self.lost.set()
             self._stop.set()
             return
         except Exception:  # deliberate: a failed beat is retried at the next one (see the class docstring)
             log.warning("lease renewal of run %s failed; retrying at the next beat", self.run_id, exc_info=True)
             return
-        if self.probe and not self.store.renew_probe(owner=self.owner, expiry=expiry):
-            log.warning("outage probe slot of %s lapsed while probing with run %s", self.owner, self.run_id)
+        if self.probe and not renewer.store.renew_probe(owner=renewer.owner, expiry=expiry):
+            log.warning("outage probe slot of %s lapsed while probing with run %s", renewer.owner, self.run_id)
             self.probe = False
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every):
+        while not self._stop.wait(self.renewer.period):
             self.beat()
 
     def __enter__(self) -> Heartbeat:
@@ -121,11 +132,8 @@ class Keeper:
 
     def __init__(self, store: RunStore, *, owner: str, seconds: float = LEASE_SECONDS, clock: Clock = utc_clock,
                  every: float | None = None) -> None:
-        self.store = store
-        self.owner = owner
-        self.seconds = seconds
-        self.clock = clock
-        self.every = seconds / 3 if every is None else every
+        self.renewer = Renewer(store, owner, seconds, clock, every)
+        self.every = self.renewer.period
         self._cond = threading.Condition()
         self._held: Heartbeat | None = None
         self._due = 0.0
@@ -134,12 +142,12 @@ class Keeper:
     @contextmanager
     def keep(self, run_id: str, epoch: int, *, probe: bool = False) -> Iterator[Heartbeat]:
         """Renew the lease on ``run_id`` at ``epoch`` (and the probe slot, with ``probe``) until the block ends."""
-        held = Heartbeat(self.store, run_id, epoch, owner=self.owner, seconds=self.seconds, clock=self.clock,
-                         every=self.every, probe=probe)  # its beat() only: the keeper's thread calls it
+        held = Heartbeat(self.renewer, run_id, epoch, probe=probe)  # its beat() only: the keeper's thread calls it
         with self._cond:
             self._held, self._due = held, time.monotonic() + self.every
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"lousho-lease:{self.owner}", daemon=True)
+                self._thread = threading.Thread(target=self._run, name=f"lousho-lease:{self.renewer.owner}",
+                                                daemon=True)
                 self._thread.start()
             self._cond.notify()
         try:
@@ -190,7 +198,7 @@ def hold(
     store.update_run(run.run_id, epoch=run.epoch, lease_owner=owner,
                      lease_expiry=clock() + timedelta(seconds=seconds))
     try:
-        with Heartbeat(store, run.run_id, run.epoch, owner=owner, seconds=seconds, clock=clock) as beat:
+        with Heartbeat(Renewer(store, owner, seconds, clock), run.run_id, run.epoch) as beat:
             yield beat
     finally:
         release(store, run.run_id, run.epoch)

@@ -6,7 +6,7 @@ when it does not run, the file can be opened read-only directly. Both give Polar
 DuckDB and pyarrow (with NumPy, 0.3 s of imports) load only when used: for a store file, and by
 ``sql`` and ``fetch``, which take any column type; Polars when a frame is asked for. ``frame`` (the
 store's own columns) needs urllib and Polars, which reads the daemon's Arrow stream itself, and
-``answer`` only urllib: `lousho runs` and `lousho sql` over the daemon start without the rest.
+``answer`` and ``csv`` only urllib: `lousho runs` and `lousho sql` over the daemon start without the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from email.message import Message
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -99,8 +100,8 @@ class DaemonClient:
 
         from lousho.observe.sql import QueryResult
 
-        payload, truncated = self._post(query, params, sql_api_arrow_type())
-        return QueryResult(table=pa.ipc.open_stream(payload).read_all(), truncated=truncated)
+        payload, headers = self._post(query, params, sql_api_arrow_type())
+        return QueryResult(table=pa.ipc.open_stream(payload).read_all(), truncated=_truncated(headers))
 
     def answer(self, query: str, params: list[Any] | None = None) -> SqlAnswer:
         """The daemon's JSON answer: its values mapped as ``sql_json`` documents, by the daemon."""
@@ -108,8 +109,13 @@ class DaemonClient:
         doc = json.loads(payload)
         return SqlAnswer(columns=doc["columns"], keys=doc["keys"], rows=doc["rows"], truncated=doc["truncated"])
 
-    def _post(self, query: str, params: list[Any] | None, accept: str) -> tuple[bytes, bool]:
-        """The reply's body in ``accept``'s type, and whether the daemon's row cap cut the result short."""
+    def csv(self, query: str, params: list[Any] | None = None) -> CsvAnswer:
+        """The result as the daemon writes it for ``Accept: text/csv`` (``sql_csv``): UTF-8 bytes, header first."""
+        payload, headers = self._post(query, params, "text/csv")
+        return CsvAnswer(text=payload, rows=int(headers.get("x-lousho-rows", "0")), truncated=_truncated(headers))
+
+    def _post(self, query: str, params: list[Any] | None, accept: str) -> tuple[bytes, Message]:
+        """The reply's body in ``accept``'s type, and its headers."""
         body = json.dumps({"query": query, "params": params or []}, default=str).encode()
         headers = {"content-type": "application/json", "accept": accept}
         if self._token:
@@ -120,13 +126,13 @@ class DaemonClient:
         try:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as response:
                 payload = response.read()
-                truncated = response.headers.get("x-lousho-truncated", "").lower() == "true"
+                headers = response.headers
         except urllib.error.HTTPError as e:
             raise _http_error(e) from None
         except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             raise DaemonUnreachable(f"no daemon answers at {self.target} ({reason})") from None
-        return payload, truncated
+        return payload, headers
 
     def healthy(self) -> bool:
         try:
@@ -137,6 +143,20 @@ class DaemonClient:
 
     def close(self) -> None:
         return None
+
+
+@dataclass(frozen=True)
+class CsvAnswer:
+    """A result as the daemon's CSV (``sql_csv``): ``text`` is UTF-8, header row first, ``rows`` records after it."""
+
+    text: bytes
+    rows: int
+    truncated: bool
+
+
+def _truncated(headers: Message) -> bool:
+    """Whether the daemon's row cap cut the result short."""
+    return headers.get("x-lousho-truncated", "").lower() == "true"
 
 
 @dataclass(frozen=True)

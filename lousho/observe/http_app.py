@@ -33,6 +33,7 @@ from lousho.observe.http_layers import (
 )
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json
+from lousho.observe.sql_csv import csv_text
 from lousho.observe.sql_json import row_keys, rows_json
 from lousho.observe.sql_pool import SqlPool
 from lousho.observe.store import decode_for_store
@@ -40,6 +41,7 @@ from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+CSV = "text/csv"
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,10 @@ def build_app(
         if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
             return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST",
                           "the body must be JSON: {\"query\": ..., \"params\": [...]}")
-        as_arrow = ARROW_STREAM in request.headers.get("accept", "")
+        accept = request.headers.get("accept", "")
+        media_type = ARROW_STREAM if ARROW_STREAM in accept else CSV if CSV in accept else "application/json"
 
-        def run() -> tuple[bytes, bool]:
+        def run() -> tuple[bytes, bool, int]:
             con: duckdb.DuckDBPyConnection = reader_factory()
             try:
                 result = sql_api.run_query(
@@ -136,17 +139,19 @@ def build_app(
             finally:
                 con.close()
             # Encoded here, on the SQL worker: a million rows must not stall the event loop.
-            body = _arrow_bytes(result.table) if as_arrow else _json_bytes(result)
-            return body, result.truncated
+            encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
+            return encode(result), result.truncated, result.table.num_rows
 
         try:
-            body, truncated = await sql_pool.run(run)
+            body, truncated, rows = await sql_pool.run(run)
         except SqlBusy as e:
             return _error(request, 503, e.code, e.message, e.hint, retry_after=config.retry_after_s)
         except ObserveError as e:
             return _error(request, 400, e.code, e.message, e.hint)
-        headers = {"x-lousho-truncated": "true"} if truncated else {}
-        return Response(body, media_type=ARROW_STREAM if as_arrow else "application/json", headers=headers)
+        headers = {"x-lousho-rows": str(rows)}
+        if truncated:
+            headers["x-lousho-truncated"] = "true"
+        return Response(body, media_type=media_type, headers=headers)
 
     async def healthz(request: Request) -> Response:
         damage = metrics.store_damage
@@ -225,9 +230,13 @@ def _json_bytes(result: sql_api.QueryResult) -> bytes:
     return f'{head[:-1]},"rows":{rows_json(result.table)},"truncated":{truncated}}}'.encode()
 
 
-def _arrow_bytes(table: pa.Table) -> bytes:
+def _arrow_bytes(result: sql_api.QueryResult) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as stream:
-        stream.write_table(table)
+    with pa.ipc.new_stream(sink, result.table.schema) as stream:
+        stream.write_table(result.table)
     return sink.getvalue().to_pybytes()
+
+
+def _csv_bytes(result: sql_api.QueryResult) -> bytes:
+    return csv_text(result.table).encode()
 

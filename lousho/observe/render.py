@@ -5,12 +5,13 @@ rich loads only for a table: ``--json`` and ``--csv`` do not pay for it.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from lousho.observe.sql_csv import cell, csv_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -47,44 +48,27 @@ def print_table(table: pa.Table, fmt: str = "table") -> None:
     """Print any SQL result, whatever its column types or names, through its JSON form (``sql_json``):
     ``json`` an array of row objects (repeated names get ``_2``... keys), ``csv`` a header with the
     names as given and nested values as JSON text, ``table`` a rich table."""
-    from lousho.observe.sql_json import plain_frame, rows_json, table_rows
+    from lousho.observe.sql_json import rows_json, table_rows
 
     columns = table.column_names
     if fmt == "json":
         click.echo(rows_json(table))
     elif fmt == "csv":
-        plain = plain_frame(table)
-        if plain is not None:  # a million plain rows in a second, not ten
-            out = click.get_text_stream("stdout")
-            csv.writer(out, lineterminator="\n").writerow(columns)
-            out.write(plain.write_csv(include_header=False))
-            out.flush()
-        else:
-            _print_csv(columns, table_rows(table))
+        out = click.get_text_stream("stdout")
+        out.write(csv_text(table))
+        out.flush()
     else:
         _print_rows(columns, table_rows(table))
 
 
 def print_answer(answer: SqlAnswer, fmt: str = "table") -> None:
-    """Print the daemon's JSON answer to a query as ``print_table`` prints the result it maps (its
-    values are already in their JSON form), without loading pyarrow. Value by value: for a few
-    thousand rows, not a bulk CSV export."""
+    """Print the daemon's JSON answer to a query (``json`` or ``table``) as ``print_table`` prints the result
+    it maps (its values are already in their JSON form), without loading pyarrow. CSV from the daemon is its own
+    answer (``sql_csv``), printed as it comes."""
     if fmt == "json":
         click.echo(json.dumps(answer.rows, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
         return
-    rows = [[row[key] for key in answer.keys] for row in answer.rows]
-    if fmt == "csv":
-        _print_csv(answer.columns, rows)
-    else:
-        _print_rows(answer.columns, rows)
-
-
-def _print_csv(columns: Sequence[str], rows: list[list[Any]]) -> None:
-    out = click.get_text_stream("stdout")
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([_cell(v) for v in row] for row in rows)
-    out.flush()
+    _print_rows(answer.columns, [[row[key] for key in answer.keys] for row in answer.rows])
 
 
 def _print_rows(columns: Sequence[str], rows: list[list[Any]]) -> None:
@@ -98,19 +82,9 @@ def _print_rows(columns: Sequence[str], rows: list[list[Any]]) -> None:
     for name in columns:
         view.add_column(safe_text(name), overflow="fold")
     for row in rows:
-        view.add_row(*(safe_text(_short(visible(_cell(v)))) for v in row))
+        view.add_row(*(safe_text(_short(visible(cell(v)))) for v in row))
     console.print(view)
     console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -35,7 +35,10 @@ typedef struct {
 
 /* The names json_format knows per message (json and proto names); a known name this module does not
  * handle sends the body back. */
-enum { K_RESOURCE, K_SCOPE, K_SPAN, K_EVENT, K_LINK, K_STATUS, K_KEYVALUE, K_ANYVALUE, K_ARRAY, K_KVLIST, K_COUNT };
+enum {
+    K_RESOURCE, K_SCOPE, K_SPAN, K_EVENT, K_LINK, K_STATUS, K_KEYVALUE, K_ANYVALUE, K_ARRAY, K_KVLIST, K_ENTITYREF,
+    K_COUNT
+};
 static PyObject *known_names[K_COUNT];
 static unsigned long long n_transcoded, n_fallback;
 
@@ -735,7 +738,7 @@ static int bytes_field(Reader *r, Out *o, int field) {
 
 static int any_value(Reader *r, Out *o, int depth);
 
-static const Field KEYVALUE_FIELDS[] = {{"key", 1}, {"value", 2}, {NULL, 0}};
+static const Field KEYVALUE_FIELDS[] = {{"key", 1}, {"value", 2}, {"keyStrindex", 3}, {"key_strindex", 3}, {NULL, 0}};
 
 static int key_value(Reader *r, Out *o, int depth) {
     if (!consume(r, '{'))
@@ -750,6 +753,9 @@ static int key_value(Reader *r, Out *o, int depth) {
             if ((rc = begin_message(o, 2, &mark)) || (rc = any_value(r, o, depth + 1)))
                 return rc;
             rc = end_message(o, mark);
+        } else if (id == 3) {
+            int64_t index; /* the reference reads the key, not its index in a dictionary */
+            rc = read_int(r, 31, &index);
         } else
             rc = skip_value(r, 0);
         if (rc)
@@ -811,7 +817,8 @@ static int value_list(Reader *r, Out *o, int kind, int depth) {
 static const Field ANYVALUE_FIELDS[] = {
     {"stringValue", 1}, {"string_value", 1}, {"boolValue", 2}, {"bool_value", 2}, {"intValue", 3},
     {"int_value", 3}, {"doubleValue", 4}, {"double_value", 4}, {"arrayValue", 5}, {"array_value", 5},
-    {"kvlistValue", 6}, {"kvlist_value", 6}, {"bytesValue", 7}, {"bytes_value", 7}, {NULL, 0}};
+    {"kvlistValue", 6}, {"kvlist_value", 6}, {"bytesValue", 7}, {"bytes_value", 7}, {"stringValueStrindex", 8},
+    {"string_value_strindex", 8}, {NULL, 0}};
 
 static int any_value(Reader *r, Out *o, int depth) {
     if (depth > MAX_VALUE_DEPTH || !consume(r, '{'))
@@ -858,6 +865,13 @@ static int any_value(Reader *r, Out *o, int depth) {
         case 7:
             rc = bytes_field(r, o, 7);
             break;
+        case 8: {
+            int64_t index;
+            rc = read_int(r, 31, &index);
+            if (!rc)
+                rc = put_varint_field(o, 8, (uint64_t)index);
+            break;
+        }
         default:
             rc = skip_value(r, 0);
         }
@@ -867,8 +881,47 @@ static int any_value(Reader *r, Out *o, int depth) {
     return rc;
 }
 
-static const Field RESOURCE_FIELDS[] = {
-    {"attributes", 1}, {"droppedAttributesCount", 2}, {"dropped_attributes_count", 2}, {NULL, 0}};
+/* A JSON array of strings (a repeated string field the reference does not read). */
+static int strings(Reader *r) {
+    if (!consume(r, '['))
+        return FALLBACK;
+    if (consume(r, ']'))
+        return 0;
+    do {
+        int rc = string_field(r, NULL, 0);
+        if (rc)
+            return rc;
+    } while (consume(r, ','));
+    return consume(r, ']') ? 0 : FALLBACK;
+}
+
+static const Field ENTITYREF_FIELDS[] = {{"schemaUrl", 1}, {"schema_url", 1}, {"type", 2}, {"idKeys", 3},
+                                        {"id_keys", 3}, {"descriptionKeys", 4}, {"description_keys", 4}, {NULL, 0}};
+
+/* An entity reference of the resource: checked as ParseDict would, not kept (the reference reads none). */
+static int entity_ref(Reader *r, Out *unused) {
+    if (!consume(r, '{'))
+        return FALLBACK;
+    int first = 1, id, rc;
+    uint64_t seen = 0;
+    while ((rc = next_key(r, &first, ENTITYREF_FIELDS, K_ENTITYREF, &seen, &id)) == 1) {
+        if (id == 1 || id == 2)
+            rc = string_field(r, NULL, id);
+        else if (id)
+            rc = strings(r);
+        else
+            rc = skip_value(r, 0);
+        if (rc)
+            return rc;
+    }
+    return rc;
+}
+
+static int messages(Reader *r, Out *o, int field, int (*one)(Reader *, Out *));
+
+static const Field RESOURCE_FIELDS[] = {{"attributes", 1}, {"droppedAttributesCount", 2},
+                                        {"dropped_attributes_count", 2}, {"entityRefs", 3}, {"entity_refs", 3},
+                                        {NULL, 0}};
 
 static int resource(Reader *r, Out *o) {
     if (!consume(r, '{'))
@@ -880,7 +933,11 @@ static int resource(Reader *r, Out *o) {
             rc = key_values(r, o, 1, 0);
         else if (id == 2)
             rc = read_uint(r, UINT32_MAX, &count);
-        else
+        else if (id == 3) {
+            Out scratch = {NULL, 0, 0};
+            rc = messages(r, &scratch, 3, entity_ref);
+            PyMem_Free(scratch.buf);
+        } else
             rc = skip_value(r, 0);
         if (rc)
             return rc;

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList
+from opentelemetry.proto.common.v1.common_pb2 import (
+    AnyValue,
+    ArrayValue,
+    EntityRef,
+    InstrumentationScope,
+    KeyValue,
+    KeyValueList,
+)
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
@@ -30,7 +37,7 @@ NAME = "native" if AVAILABLE else "python"
 
 # In the order of the C module's K_* enum.
 _MESSAGES = (Resource, InstrumentationScope, Span, Span.Event, Span.Link, Status, KeyValue, AnyValue, ArrayValue,
-             KeyValueList)
+             KeyValueList, EntityRef)
 
 
 def _field_names(message: type) -> frozenset[str]:

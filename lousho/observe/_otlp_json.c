@@ -618,8 +618,10 @@ static int read_double(Reader *r, double *v) {
     text[num.len] = 0;
     char *end;
     *v = PyOS_string_to_double(text, &end, NULL); /* float()'s own parser */
-    if (*v == -1.0 && PyErr_Occurred())
-        return NOMEM;
+    if (*v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear(); /* not reached for a number of the JSON grammar; the reference then says what it is */
+        return FALLBACK;
+    }
     if (end != text + num.len || Py_IS_INFINITY(*v))
         return FALLBACK; /* an overflow: the reference keeps it as "Infinity" at the top, refuses it nested */
     return 0;

@@ -260,7 +260,8 @@ static int read_string(Reader *r, const char **s, size_t *n) {
     o->len = 0;
     if (reserve(o, (size_t)(p - start)))
         return NOMEM;
-    memcpy(o->buf, start, (size_t)(p - start));
+    if (p > start)
+        memcpy(o->buf, start, (size_t)(p - start));
     o->len = (size_t)(p - start);
     while (p < r->end) {
         unsigned char c = *p;
@@ -542,17 +543,17 @@ static int read_uint(Reader *r, uint64_t max, uint64_t *v) {
     return negative || *v > max ? FALLBACK : 0;
 }
 
-static int read_int(Reader *r, int64_t min_magnitude_bits, int64_t *v) {
+static int read_int(Reader *r, int64_t bits, int64_t *v) {
     int negative;
     uint64_t m;
     int rc = read_integer(r, &negative, &m);
     if (rc)
         return rc;
-    uint64_t limit = (uint64_t)1 << min_magnitude_bits; /* 2^31 or 2^63 */
+    uint64_t limit = (uint64_t)1 << bits; /* 2^31 or 2^63 */
     if (negative) {
         if (m > limit)
             return FALLBACK;
-        *v = m == limit ? (min_magnitude_bits == 63 ? INT64_MIN : -(int64_t)limit) : -(int64_t)m;
+        *v = m == limit ? (bits == 63 ? INT64_MIN : -(int64_t)limit) : -(int64_t)m;
     } else {
         if (m >= limit)
             return FALLBACK;

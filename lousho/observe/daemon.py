@@ -26,6 +26,7 @@ from lousho.observe.grpc_server import start_grpc
 from lousho.observe.http_app import PageFactory, build_app
 from lousho.observe.http_protocol import protocol_with_header_timeout
 from lousho.observe.metrics import Metrics
+from lousho.observe.otlp_json_native import NAME as JSON_DECODER
 from lousho.observe.otlp_native import NAME as DECODER
 from lousho.observe.store import SpanStore
 from lousho.observe.trigger import Trigger, TriggerConfig
@@ -43,7 +44,7 @@ class Listening:
         grpc_part = f" grpc={config.host}:{self.grpc_port}" if self.grpc_port else ""
         return (
             f"lousho observe ready http={config.scheme}://{_url_host(config.host)}:{self.http_port}"
-            f"{grpc_part} db={config.db} decoder={DECODER}"
+            f"{grpc_part} db={config.db} decoder={DECODER} json_decoder={JSON_DECODER}"
         )
 
 
@@ -53,7 +54,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     With registered agents in ``trigger``, the regression trigger watches them meanwhile; ``page``
     builds the app served beside the API (the CLI passes the web page's)."""
     config.validate()
-    metrics = Metrics(decoder=DECODER)
+    metrics = Metrics(decoder=DECODER, json_decoder=JSON_DECODER)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window)
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lousho.observe import otlp_native
+from lousho.observe import otlp_json_native, otlp_native
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
 from lousho.observe.errors import ObserveError, SqlBusy, StoreCorrupt
@@ -32,7 +32,7 @@ from lousho.observe.http_layers import (
     error_response_parts,
 )
 from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_decode import BadPayload, Decoded, decode_json
+from lousho.observe.otlp_decode import BadPayload, Decoded
 from lousho.observe.sql_csv import csv_text
 from lousho.observe.sql_json import row_keys, rows_json
 from lousho.observe.sql_pool import SqlPool
@@ -67,6 +67,7 @@ def build_app(
     """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them ``page``
     (the web page, which the CLI builds: observe imports no other part), with its own token layer."""
     decode_protobuf = otlp_native.protobuf_decoder()
+    decode_json = otlp_json_native.json_decoder()
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type", "")

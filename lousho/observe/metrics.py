@@ -32,6 +32,8 @@ class Metrics:
     store_damage: StoreCorrupt | None = None
     # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
     decoder: str = "python"
+    # And for OTLP/JSON: "native" (the transcoder into the native decoder) or "python".
+    json_decoder: str = "python"
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **deltas: float) -> None:
@@ -85,5 +87,8 @@ class Metrics:
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
         lines += ["# HELP lousho_decoder_info the OTLP/protobuf decoder this daemon runs",
-                  "# TYPE lousho_decoder_info gauge", f'lousho_decoder_info{{decoder="{self.decoder}"}} 1']
+                  "# TYPE lousho_decoder_info gauge", f'lousho_decoder_info{{decoder="{self.decoder}"}} 1',
+                  "# HELP lousho_json_decoder_info the OTLP/JSON decoder this daemon runs",
+                  "# TYPE lousho_json_decoder_info gauge",
+                  f'lousho_json_decoder_info{{decoder="{self.json_decoder}"}} 1']
         return "\n".join(lines) + "\n"

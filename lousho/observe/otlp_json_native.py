@@ -1,0 +1,70 @@
+"""The native OTLP/JSON path: ``_otlp_json.c`` transcodes a JSON request to OTLP/protobuf wire bytes, which the
+native protobuf decoder reads, so the conventions live in one place and the result is
+``otlp_decode.decode_json``'s ``Decoded``.
+
+The transcoder takes the bodies whose meaning it can state exactly (the shapes the OTel exporters send, and
+more) and hands every other body back: that one goes to ``otlp_decode.decode_json``, the reference, which
+also gives every error. ``path_counts`` says how many went each way.
+
+``AVAILABLE`` is False unless both extensions were built; the daemon then runs the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opentelemetry.proto.common.v1.common_pb2 import (
+    AnyValue,
+    ArrayValue,
+    EntityRef,
+    InstrumentationScope,
+    KeyValue,
+    KeyValueList,
+)
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from lousho.observe import otlp_decode, otlp_native
+from lousho.observe.otlp_decode import Decoded
+
+try:
+    from lousho.observe import _otlp_json
+except ImportError:  # not built: the caller falls back to the Python decoder
+    _otlp_json = None
+
+AVAILABLE = _otlp_json is not None and otlp_native.AVAILABLE
+NAME = "native" if AVAILABLE else "python"
+
+# In the order of the C module's K_* enum.
+_MESSAGES = (Resource, InstrumentationScope, Span, Span.Event, Span.Link, Status, KeyValue, AnyValue, ArrayValue,
+             KeyValueList, EntityRef)
+
+
+def _field_names(message: type) -> frozenset[str]:
+    """Every name json_format takes for a field of the message: its JSON name and its proto name."""
+    fields = message.DESCRIPTOR.fields
+    return frozenset({f.json_name for f in fields} | {f.name for f in fields})
+
+
+if AVAILABLE:
+    _otlp_json.configure(tuple(_field_names(m) for m in _MESSAGES))
+
+
+def decode_json(body: bytes) -> Decoded:
+    """As ``otlp_decode.decode_json``; raises BadPayload for a body that is not an OTLP/JSON trace request."""
+    if not AVAILABLE:
+        raise RuntimeError("the native decoders are not built: pip install -e . builds them")
+    wire = _otlp_json.transcode(body)
+    if wire is None:
+        return otlp_decode.decode_json(body)
+    return otlp_native.decode_protobuf(wire)
+
+
+def path_counts() -> dict[str, int]:
+    """Bodies since import that were transcoded, and that went to the reference."""
+    return dict(_otlp_json.stats()) if AVAILABLE else {}
+
+
+def json_decoder() -> Callable[[bytes], Decoded]:
+    """The decoder the daemon runs for OTLP/JSON: this one when built, else the reference."""
+    return decode_json if AVAILABLE else otlp_decode.decode_json

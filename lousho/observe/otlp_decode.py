@@ -116,7 +116,7 @@ def decode_json(body: bytes) -> Decoded:
     """OTLP/JSON: protobuf JSON mapping, but ids in hex, enums as integers, unknown keys ignored."""
     try:
         return _decode_json(body)
-    except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as e:
+    except (TypeError, AttributeError, KeyError, ValueError, OverflowError, RecursionError) as e:
         if isinstance(e, BadPayload):
             raise
         # A shape no check above foresaw is still the client's malformed body, not a server error.
@@ -408,9 +408,9 @@ def _fit_attribute_values(span: dict[str, Any]) -> None:
     """Attribute values the protobuf mapping cannot hold, kept instead of losing their span.
 
     OTLP/JSON writes 64-bit integers as strings, so a client may send ``"intValue":
-    "123456789012345678901"``; and ``"doubleValue": 1e400`` parses as infinity, which the mapping
-    accepts only quoted. Both are the attribute's value, not a malformed span: the integer is kept
-    as its text (a promoted column then sees it out of range and is NULL), the double as the
+    "123456789012345678901"``; and ``"doubleValue": 1e400`` (or an integer of 400 digits) is past float64, an
+    infinity, which the mapping accepts only quoted. Both are the attribute's value, not a malformed span: the
+    integer is kept as its text (a promoted column then sees it out of range and is NULL), the double as the
     mapping's ``"Infinity"``.
     """
     lists = [span.get("attributes")]
@@ -437,6 +437,11 @@ def _fit_any_value(value: dict[str, Any]) -> dict[str, Any]:
         if not normalise.INT64_MIN <= parsed <= normalise.INT64_MAX:
             return {"stringValue": str(number)}
     real = value.get("doubleValue")
+    if isinstance(real, int) and not isinstance(real, bool):
+        try:
+            float(real)
+        except OverflowError:  # an integer with ~309 digits or more: as far past float64 as 1e400
+            return {"doubleValue": "Infinity" if real > 0 else "-Infinity"}
     if isinstance(real, float) and not math.isfinite(real):
         return {"doubleValue": "NaN" if real != real else ("Infinity" if real > 0 else "-Infinity")}
     return value

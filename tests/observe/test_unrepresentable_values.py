@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from otlp_bodies import NS, chat_span, kv, new_ids, request, to_json
 
-from lousho.observe import instrument
+from lousho.observe import instrument, otlp_decode, otlp_json_native
 
 PROTOBUF = "application/x-protobuf"
 PAST_INT64 = 2**64 - 1
@@ -134,3 +134,28 @@ def test_the_sdk_grpc_exporter_loses_no_span_to_an_out_of_range_value(daemon):
     assert rows == [{"name": "chat big", "input_tokens": None, "output_tokens": None},
                     {"name": "chat small", "input_tokens": 7, "output_tokens": None}]
     assert sql(daemon.url, "SELECT score_value FROM scores WHERE run_id = 'range-run'") == [{"score_value": None}]
+
+
+@pytest.mark.parametrize(("digits", "stored"), [("9" * 400, "Infinity"), ("-" + "9" * 400, "-Infinity")])
+def test_a_json_double_written_as_an_integer_past_float64_is_kept_as_an_infinite_double(digits, stored):
+    """``"doubleValue": 999...9`` (400 digits) is the same value as ``1e400``: kept as the mapping's infinity,
+    not a server error (it raised OverflowError, which reached the client as a 500)."""
+    trace_id, span_id = new_ids()
+    doc = json.loads(to_json(request([chat_span(trace_id, span_id)])))
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
+        {"key": "lousho.cost.usd", "value": {"doubleValue": "BIG"}})
+    body = json.dumps(doc).replace('"BIG"', digits).encode()
+    for decode in (otlp_decode.decode_json, otlp_json_native.decode_json):
+        decoded = decode(body)
+        assert decoded.rejected == 0 and decoded.spans["cost_usd"] == [None]
+        assert json.loads(decoded.spans["attributes"][0])["lousho.cost.usd"] == stored
+
+
+def test_a_resource_double_past_float64_is_a_bad_payload_not_a_server_error():
+    """Outside a span's own attributes nothing keeps the value: the body is refused as malformed (400), as the
+    reference refuses any shape it cannot map, by both decoders."""
+    body = json.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "x", "value": {"doubleValue": "BIG"}}]}, "scopeSpans": []}]}).replace('"BIG"', "9" * 400).encode()
+    for decode in (otlp_decode.decode_json, otlp_json_native.decode_json):
+        with pytest.raises(otlp_decode.BadPayload, match="OverflowError"):
+            decode(body)

@@ -754,6 +754,8 @@ enum { P_TEXT, P_JSONISH, P_INT, P_FLOAT };
 enum { K_FALLBACK = 1, K_MESSAGES = 2 };
 #define MAX_ALIASES 8
 #define MAX_PROMOTED 32
+/* A column's storage (otlp_native.py turns each into a pyarrow array with pa.Array.from_buffers). */
+enum { T_STR, T_I64, T_F64, T_BOOL, T_I32 };
 #define MAX_COLS 80
 
 typedef struct {
@@ -782,6 +784,7 @@ typedef struct {
     PyObject *pass_labels, *fail_labels;  /* frozensets of str */
     int storage[MAX_COLS];                /* each column's T_*, in the Sink's order */
     int ncols;
+    int score_storage[N_SCORE];           /* each score column's T_* */
     PyObject *event_names;                /* keeps the event name strings alive */
     Slice *keys;           /* every key the convention step reads, by id */
     uint8_t *flags;
@@ -822,26 +825,34 @@ static int id_of(PyObject *key) {
 
 /* configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, price_table,
  *           keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special,
- *           (evaluation, exception, details event names), pass_labels, fail_labels, column_types) */
+ *           (evaluation, exception, details event names), pass_labels, fail_labels, column_types, score_types) */
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *bad, *tail, *price, *kinds, *statuses, *prefixes, *agent_op, *reported, *price_table, *keys, *fallback,
         *messages, *op_key, *probe_key, *spec, *special, *events, *pass_labels, *fail_labels,
-        *column_types;
-    if (!PyArg_ParseTuple(args, "OOOO!O!O!UUUO!O!O!UUO!O!O!O!O!O!", &bad, &tail, &price, &PyTuple_Type, &kinds,
+        *column_types, *score_types;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!UUUO!O!O!UUO!O!O!O!O!O!O!", &bad, &tail, &price, &PyTuple_Type, &kinds,
                           &PyTuple_Type, &statuses, &PyTuple_Type, &prefixes, &agent_op, &reported, &price_table,
                           &PyTuple_Type, &keys, &PyTuple_Type, &fallback, &PyTuple_Type, &messages, &op_key,
                           &probe_key, &PyTuple_Type, &spec, &PyTuple_Type, &special, &PyTuple_Type, &events,
                           &PyFrozenSet_Type, &pass_labels, &PyFrozenSet_Type, &fail_labels, &PyTuple_Type,
-                          &column_types))
+                          &column_types, &PyTuple_Type, &score_types))
         return NULL;
-    if (PyTuple_GET_SIZE(column_types) > MAX_COLS) {
-        PyErr_SetString(PyExc_ValueError, "too many columns");
+    if (PyTuple_GET_SIZE(column_types) > MAX_COLS || PyTuple_GET_SIZE(score_types) != N_SCORE) {
+        PyErr_SetString(PyExc_ValueError, "wrong number of column types");
         return NULL;
+    }
+    for (Py_ssize_t i = 0; i < N_SCORE; i++) {
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(score_types, i));
+        if (type < 0 || type > T_I32) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 4");
+            return NULL;
+        }
+        cfg.score_storage[i] = (int)type;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(column_types); i++) {
         long type = PyLong_AsLong(PyTuple_GET_ITEM(column_types, i));
-        if (type < 0 || type > 3) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 3");
+        if (type < 0 || type > T_I32) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 4");
             return NULL;
         }
         cfg.storage[i] = (int)type;
@@ -938,8 +949,6 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 
 /* ---------- Arrow columns: the store's columns in Arrow's layout, handed to Python as buffers ---------- */
 
-/* A column's storage (otlp_native.py turns each into a pyarrow array with pa.Array.from_buffers). */
-enum { T_STR, T_I64, T_F64, T_BOOL };
 
 /* Growable bytes on the raw allocator: the buffers outlive the decode, and pyarrow may drop its last
  * reference to them from a thread of its own. */
@@ -1057,6 +1066,9 @@ static int col_null(Col *c) {
     case T_BOOL:
         if (raw_bit(&c->values, c->len, 0) < 0) return -1;
         break;
+    case T_I32:
+        if (raw_put(&c->values, zero, 4) < 0) return -1;
+        break;
     default:
         if (raw_put(&c->values, zero, 8) < 0) return -1;
     }
@@ -1066,6 +1078,11 @@ static int col_null(Col *c) {
 static int col_u64(Col *c, uint64_t v) {
     if (c->type != T_I64) return col_mismatch(c);
     return raw_put(&c->values, &v, 8) < 0 ? -1 : col_row(c, 1);
+}
+
+static int col_i32(Col *c, int32_t v) {
+    if (c->type != T_I32) return col_mismatch(c);
+    return raw_put(&c->values, &v, 4) < 0 ? -1 : col_row(c, 1);
 }
 
 static int col_f64(Col *c, double v) {
@@ -1180,7 +1197,9 @@ typedef struct {
     Col cols[MAX_COLS];
     int ncols;
     Raw tail_rows;          /* int64 rows whose convention columns the Python step filled */
-    PyObject *scores[N_SCORE]; /* borrowed lists */
+    Col score_cols[N_SCORE];
+    Raw score_inserts;      /* int64, per score row of the Python step: the native score rows before it */
+    PyObject *tail_scores;  /* a column of the Decoded's score lists, which the Python step appends to */
     PyObject *out;          /* the Decoded, handed to the tail */
     PyObject *errors;       /* Decoded.errors */
     long rejected;
@@ -1450,49 +1469,51 @@ static PyObject *text_or_none(Decoder *d, Value *v, int empty_is_none) {
     return coerce(d, P_TEXT, v, &python);
 }
 
-/* One score row of an evaluation event, whose attributes are ``e`` and their JSON ``json``. */
-static int add_score(Decoder *d, Sink *k, Entries *e, PyObject *json, Py_ssize_t seq, uint64_t time,
-                     PyObject **ids, PyObject *run_id) {
-    PyObject *row[N_SCORE] = {NULL};
+/* One score row of an evaluation event, whose attributes are ``e`` and their JSON ``json``. The cells the
+ * reference computes in Python (str(), str.lower and the label sets) are computed as Python objects here too,
+ * and written to the columns at once: none is kept. */
+static int add_score(Decoder *d, Sink *k, Entries *e, const char *json, size_t json_n, int32_t seq, uint64_t time,
+                     SpanWire *w, PyObject *run_id) {
+    PyObject *label = NULL, *failed = NULL, *name = NULL, *explanation = NULL, *error_type = NULL;
+    Col *c = k->score_cols;
     int rc = -1;
-    Value *label = entry_value(e, LIT("gen_ai.evaluation.score.label"));
-    row[R_LABEL] = (label && (label->kind == V_STRING || label->kind == V_BYTES)) ? text_or_none(d, label, 0)
-                                                                                   : Py_NewRef(Py_None);
-    row[R_FAILED_CHECK] = text_or_none(d, entry_value(e, LIT("lousho.check.failed")), 1);
-    if (row[R_LABEL] == NULL || row[R_FAILED_CHECK] == NULL) goto done;
+    Value *label_v = entry_value(e, LIT("gen_ai.evaluation.score.label"));
+    label = (label_v && (label_v->kind == V_STRING || label_v->kind == V_BYTES)) ? text_or_none(d, label_v, 0)
+                                                                                 : Py_NewRef(Py_None);
+    failed = text_or_none(d, entry_value(e, LIT("lousho.check.failed")), 1);
+    name = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.name")), 0);
+    explanation = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.explanation")), 0);
+    error_type = text_or_none(d, entry_value(e, LIT("error.type")), 0);
+    if (label == NULL || failed == NULL || name == NULL || explanation == NULL || error_type == NULL) goto done;
     PyObject *passed = Py_None;
-    if (row[R_LABEL] != Py_None) {
-        PyObject *low = PyObject_CallMethod(row[R_LABEL], "lower", NULL);
+    if (label != Py_None) {
+        PyObject *low = PyObject_CallMethod(label, "lower", NULL);
         if (low == NULL) goto done;
         int yes = PySet_Contains(cfg.pass_labels, low), no = yes ? 0 : PySet_Contains(cfg.fail_labels, low);
         Py_DECREF(low);
         if (yes < 0 || no < 0) goto done;
         passed = yes ? Py_True : no ? Py_False : Py_None;
     }
-    if (row[R_FAILED_CHECK] != Py_None) passed = Py_False;
-    row[R_PASSED] = Py_NewRef(passed);
+    if (failed != Py_None) passed = Py_False;
     Value *value = entry_value(e, LIT("gen_ai.evaluation.score.value"));
-    row[R_VALUE] = !value ? Py_NewRef(Py_None)
-                   : value->kind == V_INT ? PyFloat_FromDouble((double)value->i)
-                   : value->kind == V_DOUBLE ? PyFloat_FromDouble(value->f) : Py_NewRef(Py_None);
-    row[R_NAME] = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.name")), 0);
-    row[R_EXPLANATION] = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.explanation")), 0);
-    row[R_ERROR_TYPE] = text_or_none(d, entry_value(e, LIT("error.type")), 0);
-    row[R_SEQ] = PyLong_FromSsize_t(seq);
-    row[R_TIME] = PyLong_FromUnsignedLongLong(time);
-    row[R_KEY_HI] = Py_NewRef(ids[0]);
-    row[R_KEY_LO] = Py_NewRef(ids[1]);
-    row[R_TRACE_ID] = Py_NewRef(ids[2]);
-    row[R_SPAN_ID] = Py_NewRef(ids[3]);
-    row[R_RUN_ID] = Py_NewRef(run_id);
-    row[R_ATTRIBUTES] = Py_NewRef(json);
-    for (int i = 0; i < N_SCORE; i++)
-        if (row[i] == NULL) goto done;
-    for (int i = 0; i < N_SCORE; i++)
-        if (PyList_Append(k->scores[i], row[i]) < 0) goto done;
+    int valued = value && (value->kind == V_INT || value->kind == V_DOUBLE);
+    double score = !valued ? 0.0 : value->kind == V_INT ? (double)value->i : value->f;
+    if (col_u64(&c[R_KEY_HI], be64(w->span_id.p)) < 0 || col_u64(&c[R_KEY_LO], be64(w->trace_id.p + 8)) < 0 ||
+        col_i32(&c[R_SEQ], seq) < 0 || col_hex(&c[R_TRACE_ID], w->trace_id) < 0 ||
+        col_hex(&c[R_SPAN_ID], w->span_id) < 0 || col_obj(&c[R_RUN_ID], run_id) < 0 ||
+        col_obj(&c[R_NAME], name) < 0 || (valued ? col_f64(&c[R_VALUE], score) : col_null(&c[R_VALUE])) < 0 ||
+        col_obj(&c[R_LABEL], label) < 0 || col_obj(&c[R_EXPLANATION], explanation) < 0 ||
+        col_obj(&c[R_FAILED_CHECK], failed) < 0 || col_obj(&c[R_PASSED], passed) < 0 ||
+        col_obj(&c[R_ERROR_TYPE], error_type) < 0 || col_u64(&c[R_TIME], time) < 0 ||
+        col_str(&c[R_ATTRIBUTES], json, json_n) < 0)
+        goto done;
     rc = 0;
 done:
-    for (int i = 0; i < N_SCORE; i++) Py_XDECREF(row[i]);
+    Py_XDECREF(label);
+    Py_XDECREF(failed);
+    Py_XDECREF(name);
+    Py_XDECREF(explanation);
+    Py_XDECREF(error_type);
     return rc;
 }
 
@@ -1631,14 +1652,10 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
                         Py_SETREF(*error_type, text);
                     }
                 }
-                if (key_eq(sub.name, cfg.evaluation)) {
-                    if (span_ids(&w, ids) < 0) goto done;
-                    PyObject *json = ascii_str(b->p + attrs_at, b->n - 1 - attrs_at);
-                    int bad = json == NULL || add_score(d, k, scratch, json, (Py_ssize_t)i, sub.time, ids,
-                                                        vals[cfg.special[S_RUN_ID]]) < 0;
-                    Py_XDECREF(json);
-                    if (bad) goto done;
-                }
+                if (key_eq(sub.name, cfg.evaluation) &&
+                    add_score(d, k, scratch, b->p + attrs_at, b->n - 1 - attrs_at, (int32_t)i, sub.time, &w,
+                              vals[cfg.special[S_RUN_ID]]) < 0)
+                    goto done;
                 continue;
             }
             PyObject *ename = PyUnicode_DecodeUTF8((const char *)sub.name.p, (Py_ssize_t)sub.name.n, NULL);
@@ -1684,11 +1701,16 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         start_py = PyLong_FromUnsignedLongLong(w.start);
         end_py = PyLong_FromUnsignedLongLong(w.end);
         if (name_py == NULL || start_py == NULL || end_py == NULL) goto done;
+        Py_ssize_t scores_before = PyList_GET_SIZE(k->tail_scores);
         PyObject *result = PyObject_CallFunctionObjArgs(cfg.tail, k->out, attrs_py, events_py ? events_py : Py_None,
                                                         name_py, start_py, ids[0], ids[1], ids[2], ids[3],
                                                         end_py, NULL);
         if (result == NULL) goto done;
         Py_DECREF(result);
+        /* Its score rows go after the native score rows so far, as the reference orders them. */
+        int64_t at = (int64_t)k->score_cols[0].len;
+        for (Py_ssize_t i = scores_before; i < PyList_GET_SIZE(k->tail_scores); i++)
+            if (raw_put(&k->score_inserts, &at, 8) < 0) goto done;
     } else {
         /* conventions.refine's cost: reported, else priced from the table when the call has tokens. */
         PyObject *source = Py_None;
@@ -1859,21 +1881,19 @@ done:
     return rc;
 }
 
-/* decode(body, score_columns, decoded, errors) -> (rejected, rows, columns, tail_rows): columns as col_release gives
- * them, in the order of the Sink's; tail_rows the int64 rows the Python step filled. */
+/* decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, score_columns,
+ * score_inserts): columns as col_release gives them, in the order of the Sink's; tail_rows the int64 rows whose
+ * convention columns the Python step filled; score_inserts, per score row the Python step appended to the
+ * Decoded's lists (tail_scores is one of them), the number of native score rows before it. */
 static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer body;
-    PyObject *scores, *out, *errors;
+    PyObject *tail_scores, *out, *errors;
     if (!cfg.ready) {
         PyErr_SetString(PyExc_RuntimeError, "configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*O!OO!", &body, &PyTuple_Type, &scores, &out, &PyList_Type, &errors)) return NULL;
-    if (PyTuple_GET_SIZE(scores) != N_SCORE) {
-        PyBuffer_Release(&body);
-        PyErr_SetString(PyExc_ValueError, "wrong number of score columns");
+    if (!PyArg_ParseTuple(args, "y*OO!O!", &body, &out, &PyList_Type, &errors, &PyList_Type, &tail_scores))
         return NULL;
-    }
     Sink *k = PyMem_Calloc(1, sizeof(Sink));
     Decoder d;
     memset(&d, 0, sizeof d);
@@ -1884,7 +1904,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         PyBuffer_Release(&body);
         return PyErr_NoMemory();
     }
-    PyObject *result = NULL, *columns = NULL;
+    PyObject *result = NULL, *columns = NULL, *score_columns = NULL;
     int rc = 0;
     k->ncols = cfg.ncols;
     if (k->ncols < COL_NULLS) {
@@ -1892,7 +1912,8 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         rc = -1;
     }
     for (int i = 0; i < k->ncols && rc == 0; i++) rc = col_init(&k->cols[i], cfg.storage[i]);
-    for (int i = 0; i < N_SCORE; i++) k->scores[i] = PyTuple_GET_ITEM(scores, i);
+    for (int i = 0; i < N_SCORE && rc == 0; i++) rc = col_init(&k->score_cols[i], cfg.score_storage[i]);
+    k->tail_scores = tail_scores;
     k->out = out;
     k->errors = errors;
     for (size_t i = 0; i < cfg.nkeys; i++) d.slot[i] = -1;
@@ -1916,19 +1937,26 @@ static PyObject *decode(PyObject *self, PyObject *args) {
             PyErr_Format(cfg.bad_payload, "not an OTLP ExportTraceServiceRequest in protobuf: %s", d.error);
         goto done;
     }
-    if ((columns = PyTuple_New(k->ncols)) == NULL) goto done;
-    for (int i = 0; i < k->ncols; i++) {
-        PyObject *col = col_release(&k->cols[i]);
+    if ((columns = PyTuple_New(k->ncols)) == NULL || (score_columns = PyTuple_New(N_SCORE)) == NULL) goto done;
+    Py_ssize_t rows = (Py_ssize_t)k->cols[0].len, score_rows = (Py_ssize_t)k->score_cols[0].len;
+    for (int i = 0; i < k->ncols + N_SCORE; i++) {
+        PyObject *col = col_release(i < k->ncols ? &k->cols[i] : &k->score_cols[i - k->ncols]);
         if (col == NULL) goto done;
-        PyTuple_SET_ITEM(columns, i, col);
+        PyTuple_SET_ITEM(i < k->ncols ? columns : score_columns, i < k->ncols ? i : i - k->ncols, col);
     }
     PyObject *tail = raw_release(&k->tail_rows);
-    if (tail != NULL)
-        result = Py_BuildValue("(lnNN)", k->rejected, (Py_ssize_t)k->cols[0].len, Py_NewRef(columns), tail);
+    PyObject *inserts = tail ? raw_release(&k->score_inserts) : NULL;
+    if (inserts != NULL)
+        result = Py_BuildValue("(lnONnON)", k->rejected, rows, columns, tail, score_rows, score_columns, inserts);
+    else
+        Py_XDECREF(tail);
 done:
     Py_XDECREF(columns);
+    Py_XDECREF(score_columns);
     for (int i = 0; i < k->ncols; i++) col_free(&k->cols[i]);
+    for (int i = 0; i < N_SCORE; i++) col_free(&k->score_cols[i]);
     raw_free(&k->tail_rows);
+    raw_free(&k->score_inserts);
     PyMem_Free(k);
     return result;
 }
@@ -1943,9 +1971,10 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, "
      "price_table, keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special, "
-     "event_names, pass_labels, fail_labels, column_types)"},
+     "event_names, pass_labels, fail_labels, column_types, score_types)"},
     {"decode", decode, METH_VARARGS,
-     "decode(body, score_columns, decoded, errors) -> (rejected, rows, columns, tail_rows)"},
+     "decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, "
+     "score_columns, score_inserts)"},
     {NULL, NULL, 0, NULL},
 };
 

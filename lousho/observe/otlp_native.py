@@ -72,7 +72,7 @@ assert sorted(COLUMNS) == sorted(SPAN_FIELDS)
 # The columns the Python step fills for the spans it sees: the operation and every one after it.
 TAIL_COLUMNS = COLUMNS[len(BASE_COLUMNS) - 1:]
 # How the C module stores a column (its T_* enum), checked against the store's Arrow type at assembly.
-_T_STR, _T_I64, _T_F64, _T_BOOL = range(4)
+_T_STR, _T_I64, _T_F64, _T_BOOL, _T_I32 = range(5)
 _BASE_STORAGE = (_T_I64, _T_I64, *[_T_STR] * 5, _T_I64, _T_I64, *[_T_STR] * 9)
 
 
@@ -85,6 +85,8 @@ def _coercion(column: str) -> int:
 
 
 _PROMOTED_STORAGE = {_TEXT: _T_STR, _JSONISH: _T_STR, _INT: _T_I64, _FLOAT: _T_F64}
+SCORE_STORAGE = (_T_I64, _T_I64, _T_I32, _T_STR, _T_STR, _T_STR, _T_STR, _T_F64, _T_STR, _T_STR, _T_STR, _T_BOOL,
+                 _T_STR, _T_I64, _T_STR)
 STORAGE = (*_BASE_STORAGE, *(_PROMOTED_STORAGE[_coercion(c)] for c in PROMOTED_COLUMNS), _T_BOOL, _T_STR,
            *(_T_I64 if c in conventions.TOKEN_COLUMNS else _T_STR for c in NULL_COLUMNS))
 
@@ -105,7 +107,7 @@ def _configure(native: Any) -> None:
                      tuple(sorted(conventions.MESSAGE_KEYS)), normalise.OPERATION_KEYS[0], "lousho.probe", spec,
                      tuple(PROMOTED_COLUMNS.index(c) for c in _SPECIAL),
                      (EVALUATION_EVENT, "exception", conventions.DETAILS_EVENT), _PASS_LABELS, _FAIL_LABELS,
-                     STORAGE)
+                     STORAGE, SCORE_STORAGE)
 
 
 if _otlp_native is not None:
@@ -114,12 +116,16 @@ if _otlp_native is not None:
 
 @dataclass
 class NativeDecoded(Decoded):
-    """A native decode: the span columns as the C module's buffers; ``spans`` holds only the convention
-    columns of the rows in ``tail_rows``, which the Python step filled, in row order."""
+    """A native decode: the span and score columns as the C module's buffers. ``spans`` holds only the
+    convention columns of the rows in ``tail_rows``, which the Python step filled, in row order; ``scores``
+    the score rows the Python step made, each to go before the native score row ``score_inserts`` names."""
 
     rows: int = 0
     buffers: tuple[tuple[int, Any, Any, Any], ...] = ()
     tail_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    score_rows: int = 0
+    score_buffers: tuple[tuple[int, Any, Any, Any], ...] = ()
+    score_inserts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def span_count(self) -> int:
@@ -146,9 +152,27 @@ class NativeDecoded(Decoded):
                 values.clear()
         return pa.Table.from_arrays([by_name[name] for name in schema.names], schema=schema)
 
+    def score_table(self, schema: pa.Schema, *, consume: bool = False) -> pa.Table:
+        """The score rows as the store's Arrow table, in the reference's order."""
+        arrays = {name: _array(schema.field(name).type, self.score_rows, spec)
+                  for name, spec in zip(SCORE_COLUMNS, self.score_buffers, strict=True)}
+        table = pa.Table.from_arrays([arrays[name] for name in schema.names], schema=schema)
+        if len(self.score_inserts):
+            python = pa.Table.from_arrays([pa.array(self.scores[name], schema.field(name).type)
+                                           for name in schema.names], schema=schema)
+            # Native row i sorts at i, a Python row just before the native row it names; a stable sort keeps
+            # the Python rows of one span, and of consecutive spans, in their order.
+            keys = np.concatenate([np.arange(self.score_rows, dtype=np.float64), self.score_inserts - 0.5])
+            table = pa.concat_tables([table, python]).take(pa.array(np.argsort(keys, kind="stable")))
+        if consume:
+            self.score_buffers = ()
+            for values in self.scores.values():
+                values.clear()
+        return table
+
 
 _STORAGE = {pa.string(): _T_STR, pa.int64(): _T_I64, pa.uint64(): _T_I64, pa.float64(): _T_F64,
-            pa.bool_(): _T_BOOL}
+            pa.bool_(): _T_BOOL, pa.int32(): _T_I32}
 
 
 def _array(arrow_type: pa.DataType, length: int, spec: tuple[int, Any, Any, Any]) -> pa.Array:
@@ -159,11 +183,13 @@ def _array(arrow_type: pa.DataType, length: int, spec: tuple[int, Any, Any, Any]
     return pa.Array.from_buffers(arrow_type, length, buffers, null_count=nulls)
 
 
-def check_storage(schema: pa.Schema) -> None:
+def check_storage(spans: pa.Schema, scores: pa.Schema) -> None:
     """Refuse a store schema whose types the C module does not write (a column added to one side only)."""
-    for name, storage in zip(COLUMNS, STORAGE, strict=True):
-        if _STORAGE.get(schema.field(name).type) != storage:
-            raise TypeError(f"the native decoder writes {name} as storage {storage}, not {schema.field(name).type}")
+    for schema, columns, storages in ((spans, COLUMNS, STORAGE), (scores, SCORE_COLUMNS, SCORE_STORAGE)):
+        for name, storage in zip(columns, storages, strict=True):
+            if _STORAGE.get(schema.field(name).type) != storage:
+                raise TypeError(f"the native decoder writes {name} as storage {storage}, "
+                                f"not {schema.field(name).type}")
 
 
 def decode_protobuf(body: bytes) -> NativeDecoded:
@@ -172,9 +198,10 @@ def decode_protobuf(body: bytes) -> NativeDecoded:
     if _otlp_native is None:
         raise RuntimeError("the native decoder is not built: pip install -e . builds it")
     out = NativeDecoded()
-    out.rejected, out.rows, out.buffers, tail = _otlp_native.decode(
-        body, tuple(out.scores[c] for c in SCORE_COLUMNS), out, out.errors)
+    out.rejected, out.rows, out.buffers, tail, out.score_rows, out.score_buffers, inserts = _otlp_native.decode(
+        body, out, out.errors, out.scores["seq"])
     out.tail_rows = np.frombuffer(tail, np.int64)
+    out.score_inserts = np.frombuffer(inserts, np.int64)
     return out
 
 

@@ -59,7 +59,7 @@ _SCORE_TYPES: dict[str, pa.DataType] = {
 }
 SPAN_SCHEMA = pa.schema([(f, _SPAN_TYPES.get(f, pa.string())) for f in SPAN_FIELDS])
 SCORE_SCHEMA = pa.schema([(f, _SCORE_TYPES.get(f, pa.string())) for f in SCORE_FIELDS])
-otlp_native.check_storage(SPAN_SCHEMA)
+otlp_native.check_storage(SPAN_SCHEMA, SCORE_SCHEMA)
 
 _KEY = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
 _SPAN_COLUMNS = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
@@ -108,10 +108,9 @@ def arrow_batch(decoded: Decoded, *, consume: bool = False) -> ArrowBatch:
     path, and consumes, so nothing but the tables is kept alive while the request waits for its commit.
     """
     if isinstance(decoded, otlp_native.NativeDecoded):
-        spans = decoded.span_table(SPAN_SCHEMA, consume=consume)
-    else:
-        spans = _table(decoded.spans, SPAN_SCHEMA, consume)
-    return ArrowBatch(spans, _table(decoded.scores, SCORE_SCHEMA, consume))
+        return ArrowBatch(decoded.span_table(SPAN_SCHEMA, consume=consume),
+                          decoded.score_table(SCORE_SCHEMA, consume=consume))
+    return ArrowBatch(_table(decoded.spans, SPAN_SCHEMA, consume), _table(decoded.scores, SCORE_SCHEMA, consume))
 
 
 def decode_for_store(decoder: Callable[[bytes], Decoded], body: bytes) -> tuple[Decoded, ArrowBatch]:

@@ -275,7 +275,7 @@ def test_spans_whose_conventions_the_native_decoder_computes_decode_the_same():
     def sample(spans):
         body = ld(1, ld(1, _kv(1, "service.name", ld(1, b"svc"))) + ld(2, b"".join(ld(2, span) for span in spans)))
         assert assert_same(body) != "BadPayload"
-        scores.append(len(otlp_native.decode_protobuf(body).scores["seq"]))
+        scores.append(len(rows(otlp_native.decode_protobuf(body))[1]["seq"]))
 
     before = otlp_native.path_counts()
     sample()
@@ -369,7 +369,7 @@ def test_bodies_of_the_python_sdk_exporter_decode_the_same():
     provider.shutdown()
     body = b"".join(capture.bodies)  # one request of every batch: repeated fields concatenate
     decoded = otlp_native.decode_protobuf(body)
-    assert decoded.span_count > 60 and decoded.scores["seq"]
+    assert decoded.span_count > 60 and rows(decoded)[1]["seq"]
     assert assert_same(body) != "BadPayload"
 
 
@@ -417,13 +417,21 @@ def test_many_attributes_with_repeated_keys_keep_the_first_position_and_the_last
     assert spans["attributes"][0].startswith('{"k0":46,"k1":47,')
 
 
+def _evaluation(label: bytes, value: int) -> bytes:
+    return ld(11, f64(1, 5) + ld(2, b"gen_ai.evaluation.result") + _kv(3, "gen_ai.evaluation.name", ld(1, b"check"))
+              + _kv(3, "gen_ai.evaluation.score.label", ld(1, label))
+              + _kv(3, "gen_ai.evaluation.score.value", vi(3, value)))
+
+
 def _bench_like_body(spans: int) -> bytes:
-    """Chat and tool spans as instrumentations send them, each with a dozen attributes the store keeps."""
+    """Chat and tool spans as instrumentations send them, each with a dozen attributes the store keeps, and a
+    score on every fourth."""
     out = b""
     for i in range(spans):
         attrs = (_kv(9, "gen_ai.operation.name", ld(1, b"chat" if i % 2 else b"execute_tool"))
                  + _kv(9, "gen_ai.request.model", ld(1, b"gpt-4o")) + _kv(9, "gen_ai.usage.input_tokens", vi(3, i))
-                 + b"".join(_kv(9, f"app.key{j}", ld(1, b"value %d" % j)) for j in range(10)))
+                 + b"".join(_kv(9, f"app.key{j}", ld(1, b"value %d" % j)) for j in range(10))
+                 + (_evaluation(b"pass", i) if i % 4 == 0 else b""))
         out += ld(2, ld(1, (i + 1).to_bytes(16, "big")) + ld(2, (i + 1).to_bytes(8, "big")) + ld(5, b"chat m")
                   + f64(7, 10 + i) + f64(8, 20 + i) + attrs)
     return ld(1, ld(1, _kv(1, "service.name", ld(1, b"svc"))) + ld(2, out))
@@ -440,8 +448,8 @@ def test_the_common_path_keeps_no_python_object_per_cell():
     kept = sys.getallocatedblocks() - blocks
     assert decoded.span_count == 2000
     assert kept < 1000, kept
-    assert len(decoded.tail_rows) == 0
-    assert all(not values for values in decoded.spans.values())
+    assert len(decoded.tail_rows) == 0 and decoded.score_rows == 500
+    assert all(not values for values in (*decoded.spans.values(), *decoded.scores.values()))
     attributes = decoded.buffers[otlp_native.COLUMNS.index("attributes")][3]
     table = arrow_batch(decoded, consume=True).spans
     assert table.column("attributes").chunk(0).buffers()[2].address == pa.py_buffer(attributes).address
@@ -449,18 +457,21 @@ def test_the_common_path_keeps_no_python_object_per_cell():
 
 def test_spans_of_both_paths_in_one_body_take_their_own_rows():
     """Spans the Python step completes (a key refine reads) among spans the C module completes: each row gets
-    its own convention columns, as the reference's."""
+    its own convention columns, and the score rows of both come in span order, as the reference's."""
     def span(i: int, tail: bool) -> bytes:
         attrs = _kv(9, "gen_ai.agent.name", ld(1, b"agent %d" % i)) + _kv(9, "gen_ai.usage.output_tokens", vi(3, i))
         if tail:
             attrs += _kv(9, "llm.invocation_parameters", ld(1, b'{"model":"m%d"}' % i))
-        return ld(1, bytes([i + 1]) * 16) + ld(2, bytes([i + 1]) * 8) + ld(5, b"invoke_agent a") + attrs
+        scores = b"".join(_evaluation(b"fail", 10 * i + j) for j in range(i % 3))
+        return ld(1, bytes([i + 1]) * 16) + ld(2, bytes([i + 1]) * 8) + ld(5, b"invoke_agent a") + attrs + scores
 
     pattern = [False, True, True, False, True, False, False]
     body = ld(1, ld(2, b"".join(ld(2, span(i, tail)) for i, tail in enumerate(pattern))))
     assert assert_same(body) != "BadPayload"
     decoded = otlp_native.decode_protobuf(body)
     assert list(decoded.tail_rows) == [i for i, tail in enumerate(pattern) if tail]
-    spans, _ = rows(decoded)
+    spans, scores = rows(decoded)
     assert spans["request_model"] == [f"m{i}" if tail else None for i, tail in enumerate(pattern)]
     assert spans["output_tokens"] == list(range(len(pattern)))
+    assert scores["score_value"] == [float(10 * i + j) for i in range(len(pattern)) for j in range(i % 3)]
+    assert 0 < decoded.score_rows < len(scores["seq"])

@@ -1,4 +1,7 @@
-/* OTLP/protobuf ExportTraceServiceRequest bytes -> the store's span columns, straight from the wire.
+/* OTLP/protobuf ExportTraceServiceRequest bytes -> the store's span and score columns, straight from the
+ * wire, in Arrow's layout: each column is a validity bitmap, values (int64, int32, float64, bool bits, or a
+ * string column's int32 offsets) and UTF-8 data, in buffers this module owns until Python wraps them with
+ * pa.Array.from_buffers (otlp_native.py). No Python object is kept per cell.
  *
  * The reference is lousho/observe/otlp_decode.py (decode_protobuf): this module must give the same
  * columns for every body, and refuse the same bodies. Parsing follows the protobuf (upb) rules the
@@ -14,7 +17,9 @@
  * of the column's type, the price table asked through conventions.table_price, the type of an exception
  * event and the score rows of evaluation events. Any other case (a key refine reads, the messages of a span
  * without a run id, a number sent as a string, an agent named only by its span name...) hands the span to
- * otlp_decode.add_conventions, the reference's own code, with its attributes and events as dicts.
+ * otlp_decode.add_conventions, the reference's own code, with its attributes and events as dicts: it appends
+ * that span's convention columns and score rows to the Decoded's lists, and this module leaves NULLs at the
+ * span's row and notes where its score rows go.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1248,8 +1253,8 @@ struct SpanWire {
     Acc status;
 };
 
-/* key_hi, key_lo, trace_id, span_id as the reference's objects, made once a span needs them (a score row,
- * the Python step): the common span never does. */
+/* key_hi, key_lo, trace_id, span_id as the reference's objects, for the Python step: the common span never
+ * makes them. */
 static int span_ids(SpanWire *w, PyObject **ids) {
     if (ids[0] != NULL) return 0;
     ids[0] = PyLong_FromUnsignedLongLong(be64(w->span_id.p));

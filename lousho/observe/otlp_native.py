@@ -10,7 +10,7 @@ stay in one place), asking ``conventions.table_price`` for a call's cost, with t
 key ``refine`` reads, messages of a span without a run id, a value only Python coerces) goes to
 ``otlp_decode.add_conventions``, the reference's own code: it appends that span's convention columns to the
 ``Decoded``'s lists, the C module leaves NULLs at its row and notes the row, and ``span_table`` puts the
-lists' values there. Score rows stay Python lists (one per evaluation event, few), in span order.
+lists' values there. Score rows likewise: the Python step's go before the native row they preceded.
 
 ``AVAILABLE`` is False when the extension was not built (a source checkout without ``pip install -e .``):
 the daemon then runs the Python decoder.
@@ -143,7 +143,7 @@ class NativeDecoded(Decoded):
             for name in TAIL_COLUMNS:
                 python = pa.array(self.spans[name], schema.field(name).type)
                 if len(python) != len(self.tail_rows):
-                    raise AssertionError(f"the Python step gave {len(python)} values of {name} for "
+                    raise RuntimeError(f"the Python step gave {len(python)} values of {name} for "
                                          f"{len(self.tail_rows)} spans")
                 by_name[name] = pc.replace_with_mask(by_name[name], mask_array, python)
         if consume:

@@ -1151,11 +1151,16 @@ static PyTypeObject BufferType = {
 
 /* The bytes of ``b`` as a Buffer; ``b`` is emptied (the Buffer owns them now). */
 static PyObject *raw_release(Raw *b) {
-    if (b->p == NULL && raw_reserve(b, 8) < 0) return NULL; /* pyarrow refuses a NULL pointer, even for 0 bytes */
+    /* Zeroed to a multiple of 64 bytes past the end, as Arrow pads its own buffers: a reader that takes a
+     * bitmap or values a word at a time stays inside the allocation (pyarrow refuses a NULL pointer, even for
+     * 0 bytes, so there is always one). */
+    size_t padded = (b->n + 64) & ~(size_t)63;
+    if (raw_reserve(b, padded - b->n) < 0) return NULL;
+    memset(b->p + b->n, 0, padded - b->n);
     Buffer *out = PyObject_New(Buffer, &BufferType);
     if (out == NULL) return NULL;
-    if (b->n < b->cap) { /* give back the slack of the last doubling */
-        uint8_t *p = PyMem_RawRealloc(b->p, b->n ? b->n : 1);
+    if (padded < b->cap) { /* give back the slack of the last doubling */
+        uint8_t *p = PyMem_RawRealloc(b->p, padded);
         if (p != NULL) b->p = p;
     }
     out->p = b->p;

@@ -41,6 +41,8 @@ def _outcome(decode, body: bytes) -> str:
     except otlp_decode.BadPayload:
         return "BadPayload"
     batch = arrow_batch(decoded)
+    batch.spans.validate(full=True)  # offsets, bitmaps and UTF-8 of the buffers the C module wrote
+    batch.scores.validate(full=True)
     return repr((batch.spans.schema, batch.spans.to_pydict(), batch.scores.schema, batch.scores.to_pydict(),
                  decoded.rejected, decoded.errors, decoded.nulled))
 

@@ -1,10 +1,21 @@
-"""Peak daemon memory for one in-flight request, as a multiple of its (decompressed) body.
+"""Peak daemon memory per in-flight request, as a multiple of its (decompressed) body.
 
-A fresh daemon on a temp DuckDB file gets one warm-up request, then one large request (``--spans`` spans:
-512-span bodies of the ingest benchmark concatenated, which protobuf reads as one request), sent once plain
-and once gzip-compressed to fresh daemons. The figure is the growth of the daemon's peak resident set
-(VmHWM) across the request, divided by the decompressed body size. ``--decoder python`` runs the daemon
-from a copy of the source tree without the built native module, as a checkout that was not built would.
+Two figures, each on fresh daemons over temp DuckDB files:
+
+* **first request**: a daemon that has stored one small (512-span) request gets one large request
+  (``--spans`` spans: 512-span bodies of the ingest benchmark concatenated, which protobuf reads as one
+  request), sent once plain and once gzip-compressed. The figure is the growth of the daemon's peak resident
+  set (VmHWM) across the request, divided by the decompressed body size. It includes what DuckDB allocates
+  once for its first large insert (its buffer pool, which later requests reuse).
+* **marginal, warm**: a daemon that has stored one large request of the same size gets ``K`` = 1, 2, 4 such
+  requests (fresh ids each, so none is a duplicate) sent together, held in flight at once. The figure is the
+  slope of the peak's growth over ``K`` (least squares), divided by the body size: what one more request in
+  flight costs once the store is warm. The same K requests sent one after another give the control: what
+  storing one more such request costs (DuckDB keeps the rows it inserted in memory until a checkpoint, and
+  its index and allocator keep what they grew); the gap between the two is what holding a request costs.
+
+``--decoder python`` runs the daemon from a copy of the source tree without the built native module, as a
+checkout that was not built would.
 
 Not a timed test: run by hand. Everything it starts is stopped in ``finally``; traffic stays on 127.0.0.1.
 """
@@ -18,12 +29,17 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import _common as common
+import numpy as np
 
-from lousho.observe.process import start_daemon
+from lousho.observe.process import DaemonProcess, start_daemon
+
+CONCURRENCY = (1, 2, 4)
 
 
 def post(url: str, body: bytes, encoding: str | None) -> int:
@@ -41,50 +57,122 @@ def post(url: str, body: bytes, encoding: str | None) -> int:
         conn.close()
 
 
-def measure(body: bytes, warm: bytes, encoding: str | None, decoder: str, workdir: Path) -> dict[str, float]:
-    env = {}
-    if decoder == "python":
-        tree = workdir / "src"
-        if not tree.exists():
-            shutil.copytree(common.REPO / "lousho", tree / "lousho",
-                            ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-        env = {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
-    db = workdir / f"memory-{encoding or 'plain'}-{decoder}.duckdb"
-    daemon = start_daemon(db, env=env)
+def post_together(url: str, bodies: list[bytes]) -> list[int]:
+    """Send ``bodies`` at once, one connection each; the answers once all are in."""
+    statuses = [0] * len(bodies)
+    start = threading.Barrier(len(bodies))
+
+    def send(i: int) -> None:
+        start.wait()
+        statuses[i] = post(url, bodies[i], None)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def daemon_env(decoder: str, workdir: Path) -> dict[str, str]:
+    if decoder != "python":
+        return {}
+    tree = workdir / "src"
+    if not tree.exists():
+        shutil.copytree(common.REPO / "lousho", tree / "lousho", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    return {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+
+
+def with_daemon(decoder: str, workdir: Path, name: str, run: Callable[[DaemonProcess], float]) -> float:
+    db = workdir / f"memory-{name}-{decoder}.duckdb"
+    daemon = start_daemon(db, env=daemon_env(decoder, workdir))
     try:
         assert f"decoder={decoder}" in daemon.output[0], daemon.output[0]
-        assert post(daemon.url, warm, None) == 200
-        before = common.peak_rss_mib(daemon.pid) or 0.0
-        sent = gzip.compress(body, 1) if encoding == "gzip" else body
-        status = post(daemon.url, sent, encoding)
-        after = common.peak_rss_mib(daemon.pid) or 0.0
+        return run(daemon)
     finally:
         daemon.stop()
         for path in workdir.glob(db.name + "*"):
             path.unlink()
-    if status != 200:
-        raise RuntimeError(f"the daemon answered {status}")
-    growth = (after - before) * 1024 * 1024
-    return {"body_mib": len(body) / 2**20, "wire_mib": len(sent) / 2**20, "peak_before_mib": before,
-            "peak_after_mib": after, "growth_per_body_byte": growth / len(body)}
+
+
+def peak(daemon: DaemonProcess) -> float:
+    return common.peak_rss_mib(daemon.pid) or 0.0
+
+
+def first_request(body: bytes, warm: bytes, encoding: str | None, decoder: str, workdir: Path) -> dict[str, float]:
+    sent = gzip.compress(body, 1) if encoding == "gzip" else body
+    seen: dict[str, float] = {}
+
+    def run(daemon: DaemonProcess) -> float:
+        assert post(daemon.url, warm, None) == 200
+        seen["before"] = peak(daemon)
+        if (status := post(daemon.url, sent, encoding)) != 200:
+            raise RuntimeError(f"the daemon answered {status}")
+        seen["after"] = peak(daemon)
+        return seen["after"] - seen["before"]
+
+    growth = with_daemon(decoder, workdir, encoding or "plain", run) * 2**20
+    return {"body_mib": len(body) / 2**20, "wire_mib": len(sent) / 2**20, "peak_before_mib": seen["before"],
+            "peak_after_mib": seen["after"], "growth_per_body_byte": growth / len(body)}
+
+
+def in_flight(make_body: Callable[[], bytes], decoder: str, workdir: Path, together: bool) -> dict[str, object]:
+    """Peak growth with K requests in flight together (else sent one after another) on a warm daemon, and its
+    slope per request."""
+    growth: dict[int, float] = {}
+    size = 0
+    for k in CONCURRENCY:
+        bodies = [make_body() for _ in range(k + 1)]
+        size = len(bodies[0])
+
+        def run(daemon: DaemonProcess, bodies: list[bytes] = bodies) -> float:
+            assert post(daemon.url, bodies[0], None) == 200  # the warm-up: DuckDB's first large insert
+            before = peak(daemon)
+            if together:
+                statuses = post_together(daemon.url, bodies[1:])
+            else:
+                statuses = [post(daemon.url, body, None) for body in bodies[1:]]
+            if set(statuses) != {200}:
+                raise RuntimeError(f"the daemon answered {statuses}")
+            return peak(daemon) - before
+
+        growth[k] = with_daemon(decoder, workdir, f"k{k}-{together}", run)
+    slope = float(np.polyfit(list(growth), list(growth.values()), 1)[0])
+    return {"body_mib": size / 2**20, "growth_mib": growth, "slope_mib": slope,
+            "slope_per_body_byte": slope * 2**20 / size}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spans", type=int, default=51_200, help="spans in the large request (a multiple of 512)")
     p.add_argument("--decoder", choices=["native", "python"], default="native")
+    p.add_argument("--only", choices=["first", "marginal"], help="measure only one of the two figures")
     args = p.parse_args(argv)
     templates = common.templates(4, 3, 512)
-    body = b"".join(templates[i % 4].stamp() for i in range(args.spans // 512))
+
+    def make_body() -> bytes:
+        return b"".join(templates[i % 4].stamp() for i in range(args.spans // 512))
+
+    body = make_body()
     warm = templates[0].stamp()
-    print(f"one request of {args.spans:,} spans, {len(body) / 2**20:.1f} MiB; {args.decoder} decoder; "
+    print(f"requests of {args.spans:,} spans, {len(body) / 2**20:.1f} MiB; {args.decoder} decoder; "
           f"load {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="lousho-memory-") as tmp:
-        for encoding in (None, "gzip"):
-            r = measure(body, warm, encoding, args.decoder, Path(tmp))
-            print(f"  {encoding or 'identity':8} wire {r['wire_mib']:.1f} MiB: peak RSS {r['peak_before_mib']:.0f} -> "
-                  f"{r['peak_after_mib']:.0f} MiB, {r['growth_per_body_byte']:.1f}x the decompressed body")
-    print(f"reproduce: {common.reproduce_command()}")
+        if args.only != "marginal":
+            print("  first large request to a fresh daemon (after one 512-span request):")
+            for encoding in (None, "gzip"):
+                r = first_request(body, warm, encoding, args.decoder, Path(tmp))
+                print(f"    {encoding or 'identity':8} wire {r['wire_mib']:.1f} MiB: peak RSS "
+                      f"{r['peak_before_mib']:.0f} -> {r['peak_after_mib']:.0f} MiB, "
+                      f"{r['growth_per_body_byte']:.1f}x the decompressed body")
+        if args.only != "first":
+            print("  K requests on a warm daemon (after one of the same size):")
+            for together in (True, False):
+                r = in_flight(make_body, args.decoder, Path(tmp), together)
+                growth = ", ".join(f"K={k}: +{g:.0f}" for k, g in r["growth_mib"].items())
+                print(f"    {'in flight together' if together else 'one after another'}: peak growth MiB {growth}; "
+                      f"per request {r['slope_mib']:.0f} MiB, {r['slope_per_body_byte']:.1f}x the body")
+    print(f"load after {os.getloadavg()[0]:.2f}; reproduce: {common.reproduce_command()}")
     return 0
 
 

@@ -1,4 +1,7 @@
-/* OTLP/protobuf ExportTraceServiceRequest bytes -> the store's span columns, straight from the wire.
+/* OTLP/protobuf ExportTraceServiceRequest bytes -> the store's span and score columns, straight from the
+ * wire, in Arrow's layout: each column is a validity bitmap, values (int64, int32, float64, bool bits, or a
+ * string column's int32 offsets) and UTF-8 data, in buffers this module owns until Python wraps them with
+ * pa.Array.from_buffers (otlp_native.py). No Python object is kept per cell.
  *
  * The reference is lousho/observe/otlp_decode.py (decode_protobuf): this module must give the same
  * columns for every body, and refuse the same bodies. Parsing follows the protobuf (upb) rules the
@@ -14,7 +17,9 @@
  * of the column's type, the price table asked through conventions.table_price, the type of an exception
  * event and the score rows of evaluation events. Any other case (a key refine reads, the messages of a span
  * without a run id, a number sent as a string, an agent named only by its span name...) hands the span to
- * otlp_decode.add_conventions, the reference's own code, with its attributes and events as dicts.
+ * otlp_decode.add_conventions, the reference's own code, with its attributes and events as dicts: it appends
+ * that span's convention columns and score rows to the Decoded's lists, and this module leaves NULLs at the
+ * span's row and notes where its score rows go.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -754,6 +759,9 @@ enum { P_TEXT, P_JSONISH, P_INT, P_FLOAT };
 enum { K_FALLBACK = 1, K_MESSAGES = 2 };
 #define MAX_ALIASES 8
 #define MAX_PROMOTED 32
+/* A column's storage (otlp_native.py turns each into a pyarrow array with pa.Array.from_buffers). */
+enum { T_STR, T_I64, T_F64, T_BOOL, T_I32 };
+#define MAX_COLS 80
 
 typedef struct {
     int kind;
@@ -779,6 +787,9 @@ typedef struct {
     PyObject *reported, *price_table; /* cost_source values */
     Slice evaluation, exception, details; /* event names */
     PyObject *pass_labels, *fail_labels;  /* frozensets of str */
+    int storage[MAX_COLS];                /* each column's T_*, in the Sink's order */
+    int ncols;
+    int score_storage[N_SCORE];           /* each score column's T_* */
     PyObject *event_names;                /* keeps the event name strings alive */
     Slice *keys;           /* every key the convention step reads, by id */
     uint8_t *flags;
@@ -819,16 +830,39 @@ static int id_of(PyObject *key) {
 
 /* configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, price_table,
  *           keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special,
- *           (evaluation, exception, details event names), pass_labels, fail_labels) */
+ *           (evaluation, exception, details event names), pass_labels, fail_labels, column_types, score_types) */
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *bad, *tail, *price, *kinds, *statuses, *prefixes, *agent_op, *reported, *price_table, *keys, *fallback,
-        *messages, *op_key, *probe_key, *spec, *special, *events, *pass_labels, *fail_labels;
-    if (!PyArg_ParseTuple(args, "OOOO!O!O!UUUO!O!O!UUO!O!O!O!O!", &bad, &tail, &price, &PyTuple_Type, &kinds,
+        *messages, *op_key, *probe_key, *spec, *special, *events, *pass_labels, *fail_labels,
+        *column_types, *score_types;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!UUUO!O!O!UUO!O!O!O!O!O!O!", &bad, &tail, &price, &PyTuple_Type, &kinds,
                           &PyTuple_Type, &statuses, &PyTuple_Type, &prefixes, &agent_op, &reported, &price_table,
                           &PyTuple_Type, &keys, &PyTuple_Type, &fallback, &PyTuple_Type, &messages, &op_key,
                           &probe_key, &PyTuple_Type, &spec, &PyTuple_Type, &special, &PyTuple_Type, &events,
-                          &PyFrozenSet_Type, &pass_labels, &PyFrozenSet_Type, &fail_labels))
+                          &PyFrozenSet_Type, &pass_labels, &PyFrozenSet_Type, &fail_labels, &PyTuple_Type,
+                          &column_types, &PyTuple_Type, &score_types))
         return NULL;
+    if (PyTuple_GET_SIZE(column_types) > MAX_COLS || PyTuple_GET_SIZE(score_types) != N_SCORE) {
+        PyErr_SetString(PyExc_ValueError, "wrong number of column types");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < N_SCORE; i++) {
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(score_types, i));
+        if (type < 0 || type > T_I32) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 4");
+            return NULL;
+        }
+        cfg.score_storage[i] = (int)type;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(column_types); i++) {
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(column_types, i));
+        if (type < 0 || type > T_I32) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 4");
+            return NULL;
+        }
+        cfg.storage[i] = (int)type;
+    }
+    cfg.ncols = (int)PyTuple_GET_SIZE(column_types);
     if (PyTuple_GET_SIZE(events) != 3) {
         PyErr_SetString(PyExc_ValueError, "three event names");
         return NULL;
@@ -918,6 +952,243 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---------- Arrow columns: the store's columns in Arrow's layout, handed to Python as buffers ---------- */
+
+
+/* Growable bytes on the raw allocator: the buffers outlive the decode, and pyarrow may drop its last
+ * reference to them from a thread of its own. */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} Raw;
+
+static int raw_reserve(Raw *b, size_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->n + extra) cap *= 2;
+    uint8_t *p = PyMem_RawRealloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int raw_put(Raw *b, const void *s, size_t n) {
+    if (raw_reserve(b, n) < 0) return -1;
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+static void raw_free(Raw *b) {
+    PyMem_RawFree(b->p);
+    b->p = NULL;
+    b->n = b->cap = 0;
+}
+
+/* Bit ``i`` of a bitmap, appended in order (Arrow's bit order: least significant first). */
+static int raw_bit(Raw *b, size_t i, int on) {
+    if ((i & 7) == 0) {
+        if (raw_reserve(b, 1) < 0) return -1;
+        b->p[b->n++] = 0;
+    }
+    if (on) b->p[i >> 3] |= (uint8_t)(1u << (i & 7));
+    return 0;
+}
+
+typedef struct {
+    int type;
+    Raw valid;  /* validity bitmap */
+    Raw values; /* int64 or float64 values, bool bits, or the int32 offsets of a string column */
+    Raw data;   /* a string column's UTF-8 */
+    size_t len, nulls;
+} Col;
+
+static int col_init(Col *c, int type) {
+    memset(c, 0, sizeof *c);
+    c->type = type;
+    if (type != T_STR) return 0;
+    int32_t zero = 0;
+    return raw_put(&c->values, &zero, 4);
+}
+
+static void col_free(Col *c) {
+    raw_free(&c->valid);
+    raw_free(&c->values);
+    raw_free(&c->data);
+}
+
+static int col_row(Col *c, int valid) {
+    if (raw_bit(&c->valid, c->len, valid) < 0) return -1;
+    c->nulls += !valid;
+    c->len++;
+    return 0;
+}
+
+static int col_mismatch(Col *c) {
+    PyErr_Format(PyExc_TypeError, "a value of the wrong type for a column of type %d", c->type);
+    return -1;
+}
+
+/* Ends a string whose bytes were just appended to ``c->data``. */
+static int col_str_end(Col *c) {
+    if (c->data.n > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a string column past 2 GiB in one request");
+        return -1;
+    }
+    int32_t end = (int32_t)c->data.n;
+    return raw_put(&c->values, &end, 4) < 0 ? -1 : col_row(c, 1);
+}
+
+static int col_str(Col *c, const void *s, size_t n) {
+    if (c->type != T_STR) return col_mismatch(c);
+    return raw_put(&c->data, s, n) < 0 ? -1 : col_str_end(c);
+}
+
+static int col_hex(Col *c, Slice s) {
+    if (c->type != T_STR) return col_mismatch(c);
+    if (raw_reserve(&c->data, s.n * 2) < 0) return -1;
+    uint8_t *p = c->data.p + c->data.n;
+    for (size_t i = 0; i < s.n; i++) {
+        p[2 * i] = (uint8_t)HEX[s.p[i] >> 4];
+        p[2 * i + 1] = (uint8_t)HEX[s.p[i] & 15];
+    }
+    c->data.n += s.n * 2;
+    return col_str_end(c);
+}
+
+static int col_null(Col *c) {
+    static const uint8_t zero[8] = {0};
+    switch (c->type) {
+    case T_STR: {
+        int32_t end = (int32_t)c->data.n;
+        if (raw_put(&c->values, &end, 4) < 0) return -1;
+        break;
+    }
+    case T_BOOL:
+        if (raw_bit(&c->values, c->len, 0) < 0) return -1;
+        break;
+    case T_I32:
+        if (raw_put(&c->values, zero, 4) < 0) return -1;
+        break;
+    default:
+        if (raw_put(&c->values, zero, 8) < 0) return -1;
+    }
+    return col_row(c, 0);
+}
+
+static int col_u64(Col *c, uint64_t v) {
+    if (c->type != T_I64) return col_mismatch(c);
+    return raw_put(&c->values, &v, 8) < 0 ? -1 : col_row(c, 1);
+}
+
+static int col_i32(Col *c, int32_t v) {
+    if (c->type != T_I32) return col_mismatch(c);
+    return raw_put(&c->values, &v, 4) < 0 ? -1 : col_row(c, 1);
+}
+
+static int col_f64(Col *c, double v) {
+    if (c->type != T_F64) return col_mismatch(c);
+    return raw_put(&c->values, &v, 8) < 0 ? -1 : col_row(c, 1);
+}
+
+/* A value the convention step computed as a Python object (None is NULL), as its column holds it. */
+static int col_obj(Col *c, PyObject *o) {
+    if (o == Py_None) return col_null(c);
+    switch (c->type) {
+    case T_STR: {
+        if (!PyUnicode_Check(o)) return col_mismatch(c);
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+        return s == NULL ? -1 : col_str(c, s, (size_t)n);
+    }
+    case T_I64: {
+        if (!PyLong_Check(o) || PyBool_Check(o)) return col_mismatch(c);
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        return col_u64(c, (uint64_t)v);
+    }
+    case T_F64:
+        if (!PyFloat_Check(o)) return col_mismatch(c);
+        return col_f64(c, PyFloat_AS_DOUBLE(o));
+    default:
+        if (!PyBool_Check(o) || c->type != T_BOOL) return col_mismatch(c);
+        return raw_bit(&c->values, c->len, o == Py_True) < 0 ? -1 : col_row(c, 1);
+    }
+}
+
+/* A buffer this module filled, handed to Python without a copy (pa.py_buffer reads it in place). */
+typedef struct {
+    PyObject_HEAD
+    uint8_t *p;
+    Py_ssize_t n;
+} Buffer;
+
+static int buffer_get(PyObject *self, Py_buffer *view, int flags) {
+    Buffer *b = (Buffer *)self;
+    return PyBuffer_FillInfo(view, self, b->p, b->n, 1, flags);
+}
+
+static void buffer_dealloc(PyObject *self) {
+    PyMem_RawFree(((Buffer *)self)->p);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs buffer_procs = {buffer_get, NULL};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lousho.observe._otlp_native.Buffer",
+    .tp_basicsize = sizeof(Buffer),
+    .tp_dealloc = buffer_dealloc,
+    .tp_as_buffer = &buffer_procs,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes of one Arrow buffer, read-only, freed with the last reference.",
+};
+
+/* The bytes of ``b`` as a Buffer; ``b`` is emptied (the Buffer owns them now). */
+static PyObject *raw_release(Raw *b) {
+    /* Zeroed to a multiple of 64 bytes past the end, as Arrow pads its own buffers: a reader that takes a
+     * bitmap or values a word at a time stays inside the allocation (pyarrow refuses a NULL pointer, even for
+     * 0 bytes, so there is always one). */
+    size_t padded = (b->n + 64) & ~(size_t)63;
+    if (raw_reserve(b, padded - b->n) < 0) return NULL;
+    memset(b->p + b->n, 0, padded - b->n);
+    Buffer *out = PyObject_New(Buffer, &BufferType);
+    if (out == NULL) return NULL;
+    if (padded < b->cap) { /* give back the slack of the last doubling */
+        uint8_t *p = PyMem_RawRealloc(b->p, padded);
+        if (p != NULL) b->p = p;
+    }
+    out->p = b->p;
+    out->n = (Py_ssize_t)b->n;
+    b->p = NULL;
+    b->n = b->cap = 0;
+    return (PyObject *)out;
+}
+
+/* (null_count, validity or None, values, data or None) */
+static PyObject *col_release(Col *c) {
+    PyObject *valid = NULL, *values = NULL, *data = NULL;
+    if (c->nulls) {
+        valid = raw_release(&c->valid);
+    } else {
+        raw_free(&c->valid);
+        valid = Py_NewRef(Py_None);
+    }
+    values = raw_release(&c->values);
+    data = c->type == T_STR ? raw_release(&c->data) : Py_NewRef(Py_None);
+    PyObject *out = (valid && values && data) ? Py_BuildValue("(nOOO)", (Py_ssize_t)c->nulls, valid, values, data)
+                                              : NULL;
+    Py_XDECREF(valid);
+    Py_XDECREF(values);
+    Py_XDECREF(data);
+    return out;
+}
+
 /* ---------- spans ---------- */
 
 /* The columns this module fills for every span, in this order (otlp_native.BASE_COLUMNS). */
@@ -926,12 +1197,19 @@ enum {
     C_STATUS_MESSAGE, C_SERVICE, C_SCOPE, C_ATTRIBUTES, C_RESOURCE, C_EVENTS, C_LINKS, C_OPERATION, N_BASE
 };
 
+/* After the base columns (their storage from otlp_native.STORAGE, as every column's): the promoted columns (promote spec order), probe, cost_source, then the columns
+ * that are NULL for a span the Python step does not see (otlp_native.NULL_COLUMNS). */
+#define COL_PROBE (N_BASE + cfg.npromote)
+#define COL_COST_SOURCE (COL_PROBE + 1)
+#define COL_NULLS (COL_PROBE + 2)
+
 typedef struct {
-    PyObject *base[N_BASE]; /* borrowed lists */
-    PyObject *promoted;     /* tuple of lists, in the order of the promote spec */
-    PyObject *probe, *cost_source;
-    PyObject *nulls;        /* tuple of lists that are None for a span the Python step does not see */
-    PyObject *scores[N_SCORE]; /* borrowed lists */
+    Col cols[MAX_COLS];
+    int ncols;
+    Raw tail_rows;          /* int64 rows whose convention columns the Python step filled */
+    Col score_cols[N_SCORE];
+    Raw score_inserts;      /* int64, per score row of the Python step: the native score rows before it */
+    PyObject *tail_scores;  /* a column of the Decoded's score lists, which the Python step appends to */
     PyObject *out;          /* the Decoded, handed to the tail */
     PyObject *errors;       /* Decoded.errors */
     long rejected;
@@ -964,19 +1242,32 @@ static uint64_t be64(const uint8_t *p) {
     return v;
 }
 
+typedef struct SpanWire SpanWire;
+
 static int all_zero(Slice s) {
     for (size_t i = 0; i < s.n; i++)
         if (s.p[i]) return 0;
     return 1;
 }
 
-typedef struct {
+struct SpanWire {
     Slice trace_id, span_id, parent, name;
     int32_t kind;
     uint64_t start, end;
     Slices attrs, events, links;
     Acc status;
-} SpanWire;
+};
+
+/* key_hi, key_lo, trace_id, span_id as the reference's objects, for the Python step: the common span never
+ * makes them. */
+static int span_ids(SpanWire *w, PyObject **ids) {
+    if (ids[0] != NULL) return 0;
+    ids[0] = PyLong_FromUnsignedLongLong(be64(w->span_id.p));
+    ids[1] = PyLong_FromUnsignedLongLong(be64(w->trace_id.p + 8));
+    ids[2] = hex_str(w->trace_id);
+    ids[3] = hex_str(w->span_id);
+    return (ids[0] && ids[1] && ids[2] && ids[3]) ? 0 : -1;
+}
 
 static int read_status(Decoder *d, Slice s, int32_t *code, Slice *message, int depth) {
     Rd r = {s.p, s.p + s.n};
@@ -1188,49 +1479,51 @@ static PyObject *text_or_none(Decoder *d, Value *v, int empty_is_none) {
     return coerce(d, P_TEXT, v, &python);
 }
 
-/* One score row of an evaluation event, whose attributes are ``e`` and their JSON ``json``. */
-static int add_score(Decoder *d, Sink *k, Entries *e, PyObject *json, Py_ssize_t seq, uint64_t time,
-                     PyObject **ids, PyObject *run_id) {
-    PyObject *row[N_SCORE] = {NULL};
+/* One score row of an evaluation event, whose attributes are ``e`` and their JSON ``json``. The cells the
+ * reference computes in Python (str(), str.lower and the label sets) are computed as Python objects here too,
+ * and written to the columns at once: none is kept. */
+static int add_score(Decoder *d, Sink *k, Entries *e, const char *json, size_t json_n, int32_t seq, uint64_t time,
+                     SpanWire *w, PyObject *run_id) {
+    PyObject *label = NULL, *failed = NULL, *name = NULL, *explanation = NULL, *error_type = NULL;
+    Col *c = k->score_cols;
     int rc = -1;
-    Value *label = entry_value(e, LIT("gen_ai.evaluation.score.label"));
-    row[R_LABEL] = (label && (label->kind == V_STRING || label->kind == V_BYTES)) ? text_or_none(d, label, 0)
-                                                                                   : Py_NewRef(Py_None);
-    row[R_FAILED_CHECK] = text_or_none(d, entry_value(e, LIT("lousho.check.failed")), 1);
-    if (row[R_LABEL] == NULL || row[R_FAILED_CHECK] == NULL) goto done;
+    Value *label_v = entry_value(e, LIT("gen_ai.evaluation.score.label"));
+    label = (label_v && (label_v->kind == V_STRING || label_v->kind == V_BYTES)) ? text_or_none(d, label_v, 0)
+                                                                                 : Py_NewRef(Py_None);
+    failed = text_or_none(d, entry_value(e, LIT("lousho.check.failed")), 1);
+    name = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.name")), 0);
+    explanation = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.explanation")), 0);
+    error_type = text_or_none(d, entry_value(e, LIT("error.type")), 0);
+    if (label == NULL || failed == NULL || name == NULL || explanation == NULL || error_type == NULL) goto done;
     PyObject *passed = Py_None;
-    if (row[R_LABEL] != Py_None) {
-        PyObject *low = PyObject_CallMethod(row[R_LABEL], "lower", NULL);
+    if (label != Py_None) {
+        PyObject *low = PyObject_CallMethod(label, "lower", NULL);
         if (low == NULL) goto done;
         int yes = PySet_Contains(cfg.pass_labels, low), no = yes ? 0 : PySet_Contains(cfg.fail_labels, low);
         Py_DECREF(low);
         if (yes < 0 || no < 0) goto done;
         passed = yes ? Py_True : no ? Py_False : Py_None;
     }
-    if (row[R_FAILED_CHECK] != Py_None) passed = Py_False;
-    row[R_PASSED] = Py_NewRef(passed);
+    if (failed != Py_None) passed = Py_False;
     Value *value = entry_value(e, LIT("gen_ai.evaluation.score.value"));
-    row[R_VALUE] = !value ? Py_NewRef(Py_None)
-                   : value->kind == V_INT ? PyFloat_FromDouble((double)value->i)
-                   : value->kind == V_DOUBLE ? PyFloat_FromDouble(value->f) : Py_NewRef(Py_None);
-    row[R_NAME] = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.name")), 0);
-    row[R_EXPLANATION] = text_or_none(d, entry_value(e, LIT("gen_ai.evaluation.explanation")), 0);
-    row[R_ERROR_TYPE] = text_or_none(d, entry_value(e, LIT("error.type")), 0);
-    row[R_SEQ] = PyLong_FromSsize_t(seq);
-    row[R_TIME] = PyLong_FromUnsignedLongLong(time);
-    row[R_KEY_HI] = Py_NewRef(ids[0]);
-    row[R_KEY_LO] = Py_NewRef(ids[1]);
-    row[R_TRACE_ID] = Py_NewRef(ids[2]);
-    row[R_SPAN_ID] = Py_NewRef(ids[3]);
-    row[R_RUN_ID] = Py_NewRef(run_id);
-    row[R_ATTRIBUTES] = Py_NewRef(json);
-    for (int i = 0; i < N_SCORE; i++)
-        if (row[i] == NULL) goto done;
-    for (int i = 0; i < N_SCORE; i++)
-        if (PyList_Append(k->scores[i], row[i]) < 0) goto done;
+    int valued = value && (value->kind == V_INT || value->kind == V_DOUBLE);
+    double score = !valued ? 0.0 : value->kind == V_INT ? (double)value->i : value->f;
+    if (col_u64(&c[R_KEY_HI], be64(w->span_id.p)) < 0 || col_u64(&c[R_KEY_LO], be64(w->trace_id.p + 8)) < 0 ||
+        col_i32(&c[R_SEQ], seq) < 0 || col_hex(&c[R_TRACE_ID], w->trace_id) < 0 ||
+        col_hex(&c[R_SPAN_ID], w->span_id) < 0 || col_obj(&c[R_RUN_ID], run_id) < 0 ||
+        col_obj(&c[R_NAME], name) < 0 || (valued ? col_f64(&c[R_VALUE], score) : col_null(&c[R_VALUE])) < 0 ||
+        col_obj(&c[R_LABEL], label) < 0 || col_obj(&c[R_EXPLANATION], explanation) < 0 ||
+        col_obj(&c[R_FAILED_CHECK], failed) < 0 || col_obj(&c[R_PASSED], passed) < 0 ||
+        col_obj(&c[R_ERROR_TYPE], error_type) < 0 || col_u64(&c[R_TIME], time) < 0 ||
+        col_str(&c[R_ATTRIBUTES], json, json_n) < 0)
+        goto done;
     rc = 0;
 done:
-    for (int i = 0; i < N_SCORE; i++) Py_XDECREF(row[i]);
+    Py_XDECREF(label);
+    Py_XDECREF(failed);
+    Py_XDECREF(name);
+    Py_XDECREF(explanation);
+    Py_XDECREF(error_type);
     return rc;
 }
 
@@ -1241,8 +1534,8 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     Rd r = {s.p, s.p + s.n};
     int rc = -1;
     Sub sub = {0};
-    PyObject *attrs_py = NULL, *events_py = NULL, *name_py = NULL, *trace_py = NULL, *span_py = NULL;
-    PyObject *key_hi = NULL, *key_lo = NULL, *start_py = NULL, *end_py = NULL;
+    PyObject *attrs_py = NULL, *events_py = NULL, *name_py = NULL, *start_py = NULL, *end_py = NULL;
+    PyObject *ids[4] = {NULL};
     PyObject *vals[MAX_PROMOTED] = {NULL};
     PyObject *operation = NULL, *probe = NULL;
     size_t touched = 0;
@@ -1325,39 +1618,23 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     Buf *b = &d->json;
     b->n = 0;
     if (entries_out(d, scratch, b, needs_tail ? &attrs_py : NULL) < 0) goto done;
-    PyObject *attrs_json = ascii_str(b->p, b->n);
 
-    PyObject **c = k->base;
-    name_py = PyUnicode_DecodeUTF8((const char *)w.name.p, (Py_ssize_t)w.name.n, NULL);
-    trace_py = hex_str(w.trace_id);
-    span_py = hex_str(w.span_id);
-    key_hi = PyLong_FromUnsignedLongLong(be64(w.span_id.p));
-    key_lo = PyLong_FromUnsignedLongLong(be64(w.trace_id.p + 8));
-    start_py = PyLong_FromUnsignedLongLong(w.start);
-    end_py = PyLong_FromUnsignedLongLong(w.end);
-    if (attrs_json == NULL || name_py == NULL || trace_py == NULL || span_py == NULL || key_hi == NULL ||
-        key_lo == NULL || start_py == NULL || end_py == NULL) {
-        Py_XDECREF(attrs_json);
-        goto done;
-    }
+    Col *c = k->cols;
     PyObject *kind = (w.kind >= 0 && w.kind < PyTuple_GET_SIZE(cfg.kinds)) ? PyTuple_GET_ITEM(cfg.kinds, w.kind)
                                                                             : PyTuple_GET_ITEM(cfg.kinds, 0);
     PyObject *status = (status_code >= 0 && status_code < PyTuple_GET_SIZE(cfg.statuses))
                            ? PyTuple_GET_ITEM(cfg.statuses, status_code)
                            : PyTuple_GET_ITEM(cfg.statuses, 0);
-    if (PyList_Append(c[C_KEY_HI], key_hi) < 0 || PyList_Append(c[C_KEY_LO], key_lo) < 0 ||
-        PyList_Append(c[C_TRACE_ID], trace_py) < 0 || PyList_Append(c[C_SPAN_ID], span_py) < 0 ||
-        append_steal(c[C_PARENT], w.parent.n ? hex_str(w.parent) : Py_NewRef(Py_None)) < 0 ||
-        PyList_Append(c[C_NAME], name_py) < 0 || PyList_Append(c[C_KIND], kind) < 0 ||
-        PyList_Append(c[C_START], start_py) < 0 ||
-        append_steal(c[C_END], PyLong_FromUnsignedLongLong(w.end)) < 0 ||
-        PyList_Append(c[C_STATUS_CODE], status) < 0 ||
-        append_steal(c[C_STATUS_MESSAGE],
-                     status_message.n ? PyUnicode_DecodeUTF8((const char *)status_message.p,
-                                                             (Py_ssize_t)status_message.n, NULL)
-                                      : Py_NewRef(Py_None)) < 0 ||
-        PyList_Append(c[C_SERVICE], k->service) < 0 || PyList_Append(c[C_SCOPE], k->scope) < 0 ||
-        append_steal(c[C_ATTRIBUTES], attrs_json) < 0 || PyList_Append(c[C_RESOURCE], k->resource_json) < 0)
+    if (col_u64(&c[C_KEY_HI], be64(w.span_id.p)) < 0 || col_u64(&c[C_KEY_LO], be64(w.trace_id.p + 8)) < 0 ||
+        col_hex(&c[C_TRACE_ID], w.trace_id) < 0 || col_hex(&c[C_SPAN_ID], w.span_id) < 0 ||
+        (w.parent.n ? col_hex(&c[C_PARENT], w.parent) : col_null(&c[C_PARENT])) < 0 ||
+        col_str(&c[C_NAME], w.name.p, w.name.n) < 0 || col_obj(&c[C_KIND], kind) < 0 ||
+        col_u64(&c[C_START], w.start) < 0 || col_u64(&c[C_END], w.end) < 0 ||
+        col_obj(&c[C_STATUS_CODE], status) < 0 ||
+        (status_message.n ? col_str(&c[C_STATUS_MESSAGE], status_message.p, status_message.n)
+                          : col_null(&c[C_STATUS_MESSAGE])) < 0 ||
+        col_obj(&c[C_SERVICE], k->service) < 0 || col_obj(&c[C_SCOPE], k->scope) < 0 ||
+        col_str(&c[C_ATTRIBUTES], b->p, b->n) < 0 || col_obj(&c[C_RESOURCE], k->resource_json) < 0)
         goto done;
 
     /* Events and links: JSON, and for the tail the events as the reference's dicts. */
@@ -1365,7 +1642,6 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         b->n = 0;
         if (BUF_LIT(b, "[") < 0) goto done;
         if (needs_tail && (events_py = PyList_New(0)) == NULL) goto done;
-        PyObject *ids[4] = {key_hi, key_lo, trace_py, span_py};
         for (size_t i = 0; i < w.events.n; i++) {
             PyObject *eattrs = NULL;
             if (read_sub(d, w.events.v[i], &sub, 0, depth + 1) < 0 || read_entries(d, &sub.attrs, scratch, depth + 2) < 0)
@@ -1386,13 +1662,10 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
                         Py_SETREF(*error_type, text);
                     }
                 }
-                if (key_eq(sub.name, cfg.evaluation)) {
-                    PyObject *json = ascii_str(b->p + attrs_at, b->n - 1 - attrs_at);
-                    int bad = json == NULL || add_score(d, k, scratch, json, (Py_ssize_t)i, sub.time, ids,
-                                                        vals[cfg.special[S_RUN_ID]]) < 0;
-                    Py_XDECREF(json);
-                    if (bad) goto done;
-                }
+                if (key_eq(sub.name, cfg.evaluation) &&
+                    add_score(d, k, scratch, b->p + attrs_at, b->n - 1 - attrs_at, (int32_t)i, sub.time, &w,
+                              vals[cfg.special[S_RUN_ID]]) < 0)
+                    goto done;
                 continue;
             }
             PyObject *ename = PyUnicode_DecodeUTF8((const char *)sub.name.p, (Py_ssize_t)sub.name.n, NULL);
@@ -1405,8 +1678,8 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
             Py_DECREF(eattrs);
             if (append_steal(events_py, event) < 0) goto done;
         }
-        if (BUF_LIT(b, "]") < 0 || append_steal(c[C_EVENTS], ascii_str(b->p, b->n)) < 0) goto done;
-    } else if (PyList_Append(c[C_EVENTS], Py_None) < 0) {
+        if (BUF_LIT(b, "]") < 0 || col_str(&c[C_EVENTS], b->p, b->n) < 0) goto done;
+    } else if (col_null(&c[C_EVENTS]) < 0) {
         goto done;
     }
     if (w.links.n) {
@@ -1420,18 +1693,34 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
                 BUF_LIT(b, ",\"attributes\":") < 0 || entries_out(d, scratch, b, NULL) < 0 || BUF_LIT(b, "}") < 0)
                 goto done;
         }
-        if (BUF_LIT(b, "]") < 0 || append_steal(c[C_LINKS], ascii_str(b->p, b->n)) < 0) goto done;
-    } else if (PyList_Append(c[C_LINKS], Py_None) < 0) {
+        if (BUF_LIT(b, "]") < 0 || col_str(&c[C_LINKS], b->p, b->n) < 0) goto done;
+    } else if (col_null(&c[C_LINKS]) < 0) {
         goto done;
     }
 
     if (needs_tail) {
+        /* The Python step appends this span's convention columns to the Decoded's lists; here they are NULL
+         * placeholders, which otlp_native.py replaces with those lists' values at the rows noted. */
         spans_python++;
+        int64_t row = (int64_t)(c[C_KEY_HI].len - 1);
+        if (raw_put(&k->tail_rows, &row, 8) < 0) goto done;
+        for (int i = C_OPERATION; i < k->ncols; i++) /* the operation and every column after it */
+            if (col_null(&c[i]) < 0) goto done;
+        if (span_ids(&w, ids) < 0) goto done;
+        name_py = PyUnicode_DecodeUTF8((const char *)w.name.p, (Py_ssize_t)w.name.n, NULL);
+        start_py = PyLong_FromUnsignedLongLong(w.start);
+        end_py = PyLong_FromUnsignedLongLong(w.end);
+        if (name_py == NULL || start_py == NULL || end_py == NULL) goto done;
+        Py_ssize_t scores_before = PyList_GET_SIZE(k->tail_scores);
         PyObject *result = PyObject_CallFunctionObjArgs(cfg.tail, k->out, attrs_py, events_py ? events_py : Py_None,
-                                                        name_py, start_py, key_hi, key_lo, trace_py, span_py,
+                                                        name_py, start_py, ids[0], ids[1], ids[2], ids[3],
                                                         end_py, NULL);
         if (result == NULL) goto done;
         Py_DECREF(result);
+        /* Its score rows go after the native score rows so far, as the reference orders them. */
+        int64_t at = (int64_t)k->score_cols[0].len;
+        for (Py_ssize_t i = scores_before; i < PyList_GET_SIZE(k->tail_scores); i++)
+            if (raw_put(&k->score_inserts, &at, 8) < 0) goto done;
     } else {
         /* conventions.refine's cost: reported, else priced from the table when the call has tokens. */
         PyObject *source = Py_None;
@@ -1439,6 +1728,7 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         if (*cost != Py_None) {
             source = cfg.reported;
         } else if (vals[cfg.special[S_INPUT_TOKENS]] != Py_None || vals[cfg.special[S_OUTPUT_TOKENS]] != Py_None) {
+            if ((start_py = PyLong_FromUnsignedLongLong(w.start)) == NULL) goto done;
             PyObject *priced = PyObject_CallFunctionObjArgs(
                 cfg.price, vals[cfg.special[S_PROVIDER]], vals[cfg.special[S_RESPONSE_MODEL]],
                 vals[cfg.special[S_REQUEST_MODEL]], vals[cfg.special[S_INPUT_TOKENS]],
@@ -1450,15 +1740,14 @@ static int add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
                 spans_native_priced++;
             }
         }
-        if (PyList_Append(c[C_OPERATION], operation) < 0 || PyList_Append(k->probe, probe) < 0 ||
-            PyList_Append(k->cost_source, source) < 0)
+        if (col_obj(&c[C_OPERATION], operation) < 0 || col_obj(&c[COL_PROBE], probe) < 0 ||
+            col_obj(&c[COL_COST_SOURCE], source) < 0)
             goto done;
         for (int i = 0; i < cfg.npromote; i++)
-            if (PyList_Append(PyTuple_GET_ITEM(k->promoted, i), vals[i]) < 0) goto done;
+            if (col_obj(&c[N_BASE + i], vals[i]) < 0) goto done;
+        for (int i = COL_NULLS; i < k->ncols; i++)
+            if (col_null(&c[i]) < 0) goto done;
         spans_native++;
-        Py_ssize_t n = PyTuple_GET_SIZE(k->nulls);
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (PyList_Append(PyTuple_GET_ITEM(k->nulls, i), Py_None) < 0) goto done;
     }
     rc = 0;
     goto done;
@@ -1466,6 +1755,7 @@ done_slots:
     for (size_t i = 0; i < touched; i++) d->slot[scratch->v[i].touched_id] = -1;
 done:
     for (int i = 0; i < MAX_PROMOTED; i++) Py_XDECREF(vals[i]);
+    for (int i = 0; i < 4; i++) Py_XDECREF(ids[i]);
     Py_XDECREF(operation);
     Py_XDECREF(probe);
     slices_free(&w.attrs);
@@ -1476,10 +1766,6 @@ done:
     Py_XDECREF(attrs_py);
     Py_XDECREF(events_py);
     Py_XDECREF(name_py);
-    Py_XDECREF(trace_py);
-    Py_XDECREF(span_py);
-    Py_XDECREF(key_hi);
-    Py_XDECREF(key_lo);
     Py_XDECREF(start_py);
     Py_XDECREF(end_py);
     return rc;
@@ -1605,65 +1891,84 @@ done:
     return rc;
 }
 
-/* decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, score_columns, decoded, errors)
- * -> rejected */
+/* decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, score_columns,
+ * score_inserts): columns as col_release gives them, in the order of the Sink's; tail_rows the int64 rows whose
+ * convention columns the Python step filled; score_inserts, per score row the Python step appended to the
+ * Decoded's lists (tail_scores is one of them), the number of native score rows before it. */
 static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer body;
-    PyObject *base, *promoted, *probe, *cost_source, *nulls, *scores, *out, *errors;
+    PyObject *tail_scores, *out, *errors;
     if (!cfg.ready) {
         PyErr_SetString(PyExc_RuntimeError, "configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*O!O!O!O!O!O!OO!", &body, &PyTuple_Type, &base, &PyTuple_Type, &promoted,
-                          &PyList_Type, &probe, &PyList_Type, &cost_source, &PyTuple_Type, &nulls, &PyTuple_Type,
-                          &scores, &out, &PyList_Type, &errors))
+    if (!PyArg_ParseTuple(args, "y*OO!O!", &body, &out, &PyList_Type, &errors, &PyList_Type, &tail_scores))
         return NULL;
-    if (PyTuple_GET_SIZE(base) != N_BASE || PyTuple_GET_SIZE(promoted) != cfg.npromote ||
-        PyTuple_GET_SIZE(scores) != N_SCORE) {
-        PyBuffer_Release(&body);
-        PyErr_SetString(PyExc_ValueError, "wrong number of columns");
-        return NULL;
-    }
-    Sink k;
-    memset(&k, 0, sizeof k);
-    for (int i = 0; i < N_BASE; i++) k.base[i] = PyTuple_GET_ITEM(base, i);
-    k.promoted = promoted;
-    k.probe = probe;
-    k.cost_source = cost_source;
-    k.nulls = nulls;
-    for (int i = 0; i < N_SCORE; i++) k.scores[i] = PyTuple_GET_ITEM(scores, i);
-    k.out = out;
-    k.errors = errors;
+    Sink *k = PyMem_Calloc(1, sizeof(Sink));
     Decoder d;
     memset(&d, 0, sizeof d);
     d.slot = PyMem_Malloc((cfg.nkeys + 1) * sizeof(int));
-    if (d.slot == NULL) {
+    if (k == NULL || d.slot == NULL) {
+        PyMem_Free(k);
+        PyMem_Free(d.slot);
         PyBuffer_Release(&body);
         return PyErr_NoMemory();
     }
+    PyObject *result = NULL, *columns = NULL, *score_columns = NULL;
+    int rc = 0;
+    k->ncols = cfg.ncols;
+    if (k->ncols < COL_NULLS) {
+        PyErr_SetString(PyExc_ValueError, "fewer column types than columns");
+        rc = -1;
+    }
+    for (int i = 0; i < k->ncols && rc == 0; i++) rc = col_init(&k->cols[i], cfg.storage[i]);
+    for (int i = 0; i < N_SCORE && rc == 0; i++) rc = col_init(&k->score_cols[i], cfg.score_storage[i]);
+    k->tail_scores = tail_scores;
+    k->out = out;
+    k->errors = errors;
     for (size_t i = 0; i < cfg.nkeys; i++) d.slot[i] = -1;
     Entries scratch = {NULL, 0, 0, 0};
-    int rc = 0;
     Rd r = {body.buf, (const uint8_t *)body.buf + body.len};
     while (rc == 0 && r.p < r.end) {
         Field f;
         rc = rd_field(&d, &r, &f, 0);
-        if (rc == 0 && f.num == 1 && f.wt == 2) rc = read_resource_spans(&d, &k, f.s, &scratch);
+        if (rc == 0 && f.num == 1 && f.wt == 2) rc = read_resource_spans(&d, k, f.s, &scratch);
     }
     entries_free(&scratch);
     arena_free(&d.arena);
     PyMem_Free(d.slot);
     PyMem_Free(d.json.p);
-    Py_XDECREF(k.service);
-    Py_XDECREF(k.resource_json);
-    Py_XDECREF(k.scope);
+    Py_XDECREF(k->service);
+    Py_XDECREF(k->resource_json);
+    Py_XDECREF(k->scope);
     PyBuffer_Release(&body);
     if (rc < 0) {
         if (d.error != NULL && !PyErr_Occurred())
             PyErr_Format(cfg.bad_payload, "not an OTLP ExportTraceServiceRequest in protobuf: %s", d.error);
-        return NULL;
+        goto done;
     }
-    return PyLong_FromLong(k.rejected);
+    if ((columns = PyTuple_New(k->ncols)) == NULL || (score_columns = PyTuple_New(N_SCORE)) == NULL) goto done;
+    Py_ssize_t rows = (Py_ssize_t)k->cols[0].len, score_rows = (Py_ssize_t)k->score_cols[0].len;
+    for (int i = 0; i < k->ncols + N_SCORE; i++) {
+        PyObject *col = col_release(i < k->ncols ? &k->cols[i] : &k->score_cols[i - k->ncols]);
+        if (col == NULL) goto done;
+        PyTuple_SET_ITEM(i < k->ncols ? columns : score_columns, i < k->ncols ? i : i - k->ncols, col);
+    }
+    PyObject *tail = raw_release(&k->tail_rows);
+    PyObject *inserts = tail ? raw_release(&k->score_inserts) : NULL;
+    if (inserts != NULL)
+        result = Py_BuildValue("(lnONnON)", k->rejected, rows, columns, tail, score_rows, score_columns, inserts);
+    else
+        Py_XDECREF(tail);
+done:
+    Py_XDECREF(columns);
+    Py_XDECREF(score_columns);
+    for (int i = 0; i < k->ncols; i++) col_free(&k->cols[i]);
+    for (int i = 0; i < N_SCORE; i++) col_free(&k->score_cols[i]);
+    raw_free(&k->tail_rows);
+    raw_free(&k->score_inserts);
+    PyMem_Free(k);
+    return result;
 }
 
 static PyObject *stats(PyObject *self, PyObject *unused) {
@@ -1676,13 +1981,16 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, "
      "price_table, keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special, "
-     "event_names, pass_labels, fail_labels)"},
+     "event_names, pass_labels, fail_labels, column_types, score_types)"},
     {"decode", decode, METH_VARARGS,
-     "decode(body, base_columns, promoted_columns, probe, cost_source, null_columns, score_columns, decoded, "
-     "errors) -> rejected"},
+     "decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, "
+     "score_columns, score_inserts)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_otlp_native", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__otlp_native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__otlp_native(void) {
+    if (PyType_Ready(&BufferType) < 0) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,12 +1,16 @@
-"""The native OTLP/protobuf decoder (``_otlp_native.c``): the same ``Decoded`` as ``otlp_decode.decode_protobuf``,
-read straight from the wire bytes with no protobuf objects.
+"""The native OTLP/protobuf decoder (``_otlp_native.c``): the rows of ``otlp_decode.decode_protobuf``, read
+straight from the wire bytes with no protobuf objects, written as Arrow buffers rather than Python lists.
 
-The C module fills the raw columns and the JSON cells, and the convention columns of the common case from
-the alias tables of ``normalise`` (passed at import, so they stay in one place), asking
-``conventions.table_price`` for a call's cost, with the error type of an ``exception`` event and the score
-rows of ``gen_ai.evaluation.result`` events. A span with anything more (a key ``refine`` reads, messages of a
-span without a run id, a value only Python coerces) goes to ``otlp_decode.add_conventions``, the
-reference's own code.
+The C module writes every span column in Arrow's layout (validity bitmap, values, string offsets and
+UTF-8) into buffers of its own, which ``NativeDecoded.span_table`` wraps with ``pa.Array.from_buffers``
+without a copy: no Python object per cell. It fills the raw columns and the JSON cells, and the
+convention columns of the common case from the alias tables of ``normalise`` (passed at import, so they
+stay in one place), asking ``conventions.table_price`` for a call's cost, with the error type of an
+``exception`` event and the score rows of ``gen_ai.evaluation.result`` events. A span with anything more (a
+key ``refine`` reads, messages of a span without a run id, a value only Python coerces) goes to
+``otlp_decode.add_conventions``, the reference's own code: it appends that span's convention columns to the
+``Decoded``'s lists, the C module leaves NULLs at its row and notes the row, and ``span_table`` puts the
+lists' values there. Score rows likewise: the Python step's go before the native row they preceded.
 
 ``AVAILABLE`` is False when the extension was not built (a source checkout without ``pip install -e .``):
 the daemon then runs the Python decoder.
@@ -15,7 +19,12 @@ the daemon then runs the Python decoder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lousho.observe import conventions, normalise, otlp_decode
 from lousho.observe.otlp_decode import (
@@ -57,6 +66,14 @@ assert sorted(SCORE_COLUMNS) == sorted(SCORE_FIELDS)
 # NULL for a span the Python step does not see: refine leaves them so when no key it reads is present.
 NULL_COLUMNS = tuple(f for f in SPAN_FIELDS
                      if f not in (*BASE_COLUMNS, *PROMOTED_COLUMNS, "probe", "cost_source"))
+# Every span column, in the order the C module returns them.
+COLUMNS = (*BASE_COLUMNS, *PROMOTED_COLUMNS, "probe", "cost_source", *NULL_COLUMNS)
+assert sorted(COLUMNS) == sorted(SPAN_FIELDS)
+# The columns the Python step fills for the spans it sees: the operation and every one after it.
+TAIL_COLUMNS = COLUMNS[len(BASE_COLUMNS) - 1:]
+# How the C module stores a column (its T_* enum), checked against the store's Arrow type at assembly.
+_T_STR, _T_I64, _T_F64, _T_BOOL, _T_I32 = range(5)
+_BASE_STORAGE = (_T_I64, _T_I64, *[_T_STR] * 5, _T_I64, _T_I64, *[_T_STR] * 9)
 
 
 def _coercion(column: str) -> int:
@@ -65,6 +82,13 @@ def _coercion(column: str) -> int:
     if column in normalise.FLOAT_COLUMNS:
         return _FLOAT
     return _JSONISH if column in normalise.JSONISH_COLUMNS else _TEXT
+
+
+_PROMOTED_STORAGE = {_TEXT: _T_STR, _JSONISH: _T_STR, _INT: _T_I64, _FLOAT: _T_F64}
+SCORE_STORAGE = (_T_I64, _T_I64, _T_I32, _T_STR, _T_STR, _T_STR, _T_STR, _T_F64, _T_STR, _T_STR, _T_STR, _T_BOOL,
+                 _T_STR, _T_I64, _T_STR)
+STORAGE = (*_BASE_STORAGE, *(_PROMOTED_STORAGE[_coercion(c)] for c in PROMOTED_COLUMNS), _T_BOOL, _T_STR,
+           *(_T_I64 if c in conventions.TOKEN_COLUMNS else _T_STR for c in NULL_COLUMNS))
 
 
 def fallback_keys() -> tuple[str, ...]:
@@ -82,23 +106,102 @@ def _configure(native: Any) -> None:
                      "invoke_agent", "reported", "price-table", tuple(sorted(keys)), fallback_keys(),
                      tuple(sorted(conventions.MESSAGE_KEYS)), normalise.OPERATION_KEYS[0], "lousho.probe", spec,
                      tuple(PROMOTED_COLUMNS.index(c) for c in _SPECIAL),
-                     (EVALUATION_EVENT, "exception", conventions.DETAILS_EVENT), _PASS_LABELS, _FAIL_LABELS)
+                     (EVALUATION_EVENT, "exception", conventions.DETAILS_EVENT), _PASS_LABELS, _FAIL_LABELS,
+                     STORAGE, SCORE_STORAGE)
 
 
 if _otlp_native is not None:
     _configure(_otlp_native)
 
 
-def decode_protobuf(body: bytes) -> Decoded:
-    """As ``otlp_decode.decode_protobuf``; raises BadPayload for a body that is not an OTLP trace request."""
+@dataclass
+class NativeDecoded(Decoded):
+    """A native decode: the span and score columns as the C module's buffers. ``spans`` holds only the
+    convention columns of the rows in ``tail_rows``, which the Python step filled, in row order; ``scores``
+    the score rows the Python step made, each to go before the native score row ``score_inserts`` names."""
+
+    rows: int = 0
+    buffers: tuple[tuple[int, Any, Any, Any], ...] = ()
+    tail_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    score_rows: int = 0
+    score_buffers: tuple[tuple[int, Any, Any, Any], ...] = ()
+    score_inserts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def span_count(self) -> int:
+        return self.rows
+
+    def span_table(self, schema: pa.Schema, *, consume: bool = False) -> pa.Table:
+        """The spans as the store's Arrow table; ``consume`` lets go of the buffers and lists once converted."""
+        arrays = [_array(schema.field(name).type, self.rows, spec) for name, spec in zip(COLUMNS, self.buffers,
+                                                                                         strict=True)]
+        by_name = dict(zip(COLUMNS, arrays, strict=True))
+        if len(self.tail_rows):
+            mask = np.zeros(self.rows, np.bool_)
+            mask[self.tail_rows] = True
+            mask_array = pa.array(mask)
+            for name in TAIL_COLUMNS:
+                python = pa.array(self.spans[name], schema.field(name).type)
+                if len(python) != len(self.tail_rows):
+                    raise RuntimeError(f"the Python step gave {len(python)} values of {name} for "
+                                         f"{len(self.tail_rows)} spans")
+                by_name[name] = pc.replace_with_mask(by_name[name], mask_array, python)
+        if consume:
+            self.buffers = ()
+            for values in self.spans.values():
+                values.clear()
+        return pa.Table.from_arrays([by_name[name] for name in schema.names], schema=schema)
+
+    def score_table(self, schema: pa.Schema, *, consume: bool = False) -> pa.Table:
+        """The score rows as the store's Arrow table, in the reference's order."""
+        arrays = {name: _array(schema.field(name).type, self.score_rows, spec)
+                  for name, spec in zip(SCORE_COLUMNS, self.score_buffers, strict=True)}
+        table = pa.Table.from_arrays([arrays[name] for name in schema.names], schema=schema)
+        if len(self.score_inserts):
+            python = pa.Table.from_arrays([pa.array(self.scores[name], schema.field(name).type)
+                                           for name in schema.names], schema=schema)
+            # Native row i sorts at i, a Python row just before the native row it names; a stable sort keeps
+            # the Python rows of one span, and of consecutive spans, in their order.
+            keys = np.concatenate([np.arange(self.score_rows, dtype=np.float64), self.score_inserts - 0.5])
+            table = pa.concat_tables([table, python]).take(pa.array(np.argsort(keys, kind="stable")))
+        if consume:
+            self.score_buffers = ()
+            for values in self.scores.values():
+                values.clear()
+        return table
+
+
+_STORAGE = {pa.string(): _T_STR, pa.int64(): _T_I64, pa.uint64(): _T_I64, pa.float64(): _T_F64,
+            pa.bool_(): _T_BOOL, pa.int32(): _T_I32}
+
+
+def _array(arrow_type: pa.DataType, length: int, spec: tuple[int, Any, Any, Any]) -> pa.Array:
+    nulls, validity, values, data = spec
+    buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(values)]
+    if data is not None:
+        buffers.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(arrow_type, length, buffers, null_count=nulls)
+
+
+def check_storage(spans: pa.Schema, scores: pa.Schema) -> None:
+    """Refuse a store schema whose types the C module does not write (a column added to one side only)."""
+    for schema, columns, storages in ((spans, COLUMNS, STORAGE), (scores, SCORE_COLUMNS, SCORE_STORAGE)):
+        for name, storage in zip(columns, storages, strict=True):
+            if _STORAGE.get(schema.field(name).type) != storage:
+                raise TypeError(f"the native decoder writes {name} as storage {storage}, "
+                                f"not {schema.field(name).type}")
+
+
+def decode_protobuf(body: bytes) -> NativeDecoded:
+    """As ``otlp_decode.decode_protobuf``; raises BadPayload for a body that is not an OTLP trace request.
+    ``store.arrow_batch`` turns the result into the same tables as the reference's."""
     if _otlp_native is None:
         raise RuntimeError("the native decoder is not built: pip install -e . builds it")
-    out = Decoded()
-    cols = out.spans
-    out.rejected = _otlp_native.decode(body, tuple(cols[c] for c in BASE_COLUMNS),
-                                       tuple(cols[c] for c in PROMOTED_COLUMNS), cols["probe"], cols["cost_source"],
-                                       tuple(cols[c] for c in NULL_COLUMNS),
-                                       tuple(out.scores[c] for c in SCORE_COLUMNS), out, out.errors)
+    out = NativeDecoded()
+    out.rejected, out.rows, out.buffers, tail, out.score_rows, out.score_buffers, inserts = _otlp_native.decode(
+        body, out, out.errors, out.scores["seq"])
+    out.tail_rows = np.frombuffer(tail, np.int64)
+    out.score_inserts = np.frombuffer(inserts, np.int64)
     return out
 
 

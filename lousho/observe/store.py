@@ -18,7 +18,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from lousho.observe import runs_table, schema, store_compaction, store_damage
+from lousho.observe import otlp_native, runs_table, schema, store_compaction, store_damage
 from lousho.observe.errors import StoreCorrupt, StoreMissing, StoreUnwritable
 from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 from lousho.observe.recent_keys import DEFAULT_CAPACITY, RecentKeys, first_occurrences
@@ -59,6 +59,7 @@ _SCORE_TYPES: dict[str, pa.DataType] = {
 }
 SPAN_SCHEMA = pa.schema([(f, _SPAN_TYPES.get(f, pa.string())) for f in SPAN_FIELDS])
 SCORE_SCHEMA = pa.schema([(f, _SCORE_TYPES.get(f, pa.string())) for f in SCORE_FIELDS])
+otlp_native.check_storage(SPAN_SCHEMA, SCORE_SCHEMA)
 
 _KEY = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
 _SPAN_COLUMNS = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
@@ -100,11 +101,15 @@ class ArrowBatch:
 
 
 def arrow_batch(decoded: Decoded, *, consume: bool = False) -> ArrowBatch:
-    """The Arrow tables of ``decoded``; ``consume`` empties its column lists as they are converted.
+    """The Arrow tables of ``decoded``; ``consume`` lets go of its columns as they are converted.
 
-    The daemon converts in the thread that decoded the request, off the writer's serial path (about 2 µs a span),
-    and consumes, so the lists (4.8x the body) are not kept alive while the request waits for its commit.
+    The native decoder's spans are Arrow buffers already (wrapped, not copied); the reference decoder's are
+    lists, converted here. The daemon converts in the thread that decoded the request, off the writer's serial
+    path, and consumes, so nothing but the tables is kept alive while the request waits for its commit.
     """
+    if isinstance(decoded, otlp_native.NativeDecoded):
+        return ArrowBatch(decoded.span_table(SPAN_SCHEMA, consume=consume),
+                          decoded.score_table(SCORE_SCHEMA, consume=consume))
     return ArrowBatch(_table(decoded.spans, SPAN_SCHEMA, consume), _table(decoded.scores, SCORE_SCHEMA, consume))
 
 

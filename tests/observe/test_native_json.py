@@ -35,6 +35,7 @@ from test_native_decode import _common_span, generated_bodies, ld
 
 from lousho.observe import otlp_decode, otlp_json_native
 from lousho.observe.process import start_daemon
+from lousho.observe.store import arrow_batch
 from lousho.observe.workload import WorkloadPlan, emit_runs
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -42,11 +43,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _outcome(decode, body: bytes) -> str:
-    """A decode's whole result as text: repr tells 1 from True and -0.0 from 0.0; a refusal with its message."""
+    """A decode's whole result as text: the Arrow tables the store would insert (schemas and values; repr tells 1
+    from True and -0.0 from 0.0), the rejected count, messages and nulled count; a refusal with its message."""
     try:
-        return repr(decode(body))
+        decoded = decode(body)
     except otlp_decode.BadPayload as e:
         return f"BadPayload: {e}"
+    batch = arrow_batch(decoded)
+    batch.spans.validate(full=True)  # offsets, bitmaps and UTF-8 of the buffers the C module wrote
+    batch.scores.validate(full=True)
+    return (f"Decoded(rejected={decoded.rejected}, errors={decoded.errors!r}, nulled={decoded.nulled}, "
+            f"spans={batch.spans.schema!r} {batch.spans.to_pydict()!r}, "
+            f"scores={batch.scores.schema!r} {batch.scores.to_pydict()!r})")
 
 
 def assert_same(body: bytes) -> str:

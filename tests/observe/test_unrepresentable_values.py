@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otlp_bodies import NS, chat_span, kv, new_ids, request, to_json
 
 from lousho.observe import instrument, otlp_decode, otlp_json_native
+from lousho.observe.store import arrow_batch
 
 PROTOBUF = "application/x-protobuf"
 PAST_INT64 = 2**64 - 1
@@ -147,8 +148,9 @@ def test_a_json_double_written_as_an_integer_past_float64_is_kept_as_an_infinite
     body = json.dumps(doc).replace('"BIG"', digits).encode()
     for decode in (otlp_decode.decode_json, otlp_json_native.decode_json):
         decoded = decode(body)
-        assert decoded.rejected == 0 and decoded.spans["cost_usd"] == [None]
-        assert json.loads(decoded.spans["attributes"][0])["lousho.cost.usd"] == stored
+        spans = arrow_batch(decoded).spans.to_pydict()
+        assert decoded.rejected == 0 and spans["cost_usd"] == [None]
+        assert json.loads(spans["attributes"][0])["lousho.cost.usd"] == stored
 
 
 def test_a_resource_double_past_float64_is_a_bad_payload_not_a_server_error():

@@ -1784,7 +1784,8 @@ static int validate_entity_ref(Decoder *d, Slice s, int depth) {
     return 0;
 }
 
-/* The resource's attributes as JSON (shared by its spans) and its service.name when a string. */
+/* The resource's attributes as JSON (shared by its spans) and its service.name when a string (bytes as their
+ * base64 text, as the reference reads every attribute). */
 static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int depth) {
     Slices kvs = {NULL, 0, 0};
     int rc = -1;
@@ -1807,9 +1808,9 @@ static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int de
         Entry *e = &scratch->v[i];
         if (e->show && e->key.n == 12 && memcmp(e->key.p, "service.name", 12) == 0) {
             Value *v = &scratch->v[e->last].value;
-            if (v->kind == V_STRING) {
-                service = PyUnicode_DecodeUTF8((const char *)v->s.p, (Py_ssize_t)v->s.n, NULL);
-                if (service == NULL) goto done;
+            if (v->kind == V_STRING || v->kind == V_BYTES) {
+                service = NULL;
+                if (value_out(d, v, NULL, &service) < 0) goto done;
                 Py_XSETREF(k->service, service);
             }
             break;

@@ -4,6 +4,7 @@ and refuses the same bodies."""
 
 from __future__ import annotations
 
+import base64
 import math
 import struct
 import sys
@@ -394,6 +395,16 @@ def test_json_cells_are_the_references_for_awkward_values():
     assert assert_same(body) != "BadPayload"
     cell = rows(otlp_native.decode_protobuf(body))[0]["attributes"][0]
     assert cell.startswith('{"k0":true,"k1":"NaN","k2":"-Infinity","k3":-0.0,"k4":1e+16,"k5":5e-324,')
+
+
+@pytest.mark.parametrize("name", [b"", b"svc", b"\xff\x00"])
+def test_a_service_name_sent_as_bytes_is_its_base64_text_as_the_reference_reads_it(name):
+    """Resource attributes are read like span attributes: bytes become their base64 text, service_name too."""
+    resource = ld(1, ld(1, b"service.name") + ld(2, ld(7, name)))
+    span = ld(1, b"\x01" * 16) + ld(2, b"\x02" * 8) + ld(5, b"chat")
+    body = ld(1, ld(1, resource) + ld(2, ld(2, span)))
+    assert assert_same(body) != "BadPayload"
+    assert rows(otlp_native.decode_protobuf(body))[0]["service_name"] == [base64.b64encode(name).decode()]
 
 
 def test_native_decoder_is_built():

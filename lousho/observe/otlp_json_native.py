@@ -1,4 +1,4 @@
-"""The native OTLP/JSON path: ``_otlp_json.c`` transcodes a JSON request to OTLP/protobuf wire bytes, which the
+"""The native OTLP/JSON path: ``native/json/*.c`` transcodes a JSON request to OTLP/protobuf wire bytes, which the
 native protobuf decoder reads, so the conventions live in one place and the result is
 ``otlp_decode.decode_json``'s ``Decoded``.
 

@@ -1,4 +1,4 @@
-"""The native OTLP/protobuf decoder (``_otlp_native.c``): the rows of ``otlp_decode.decode_protobuf``, read
+"""The native OTLP/protobuf decoder (``native/otlp/*.c``): the rows of ``otlp_decode.decode_protobuf``, read
 straight from the wire bytes with no protobuf objects, written as Arrow buffers rather than Python lists.
 
 The C module writes every span column in Arrow's layout (validity bitmap, values, string offsets and

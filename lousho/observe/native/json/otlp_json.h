@@ -1,0 +1,128 @@
+/* OTLP/JSON trace requests transcoded to OTLP/protobuf wire bytes, for the native protobuf decoder.
+ *
+ * The reference is otlp_decode.decode_json: json.loads, then google.protobuf.json_format.ParseDict per
+ * resource, scope and span (ids in hex). This module handles the subset of bodies whose meaning it can
+ * state exactly and returns None for every other body, which the caller then gives to the reference:
+ * anything the reference refuses or rejects a span of for a JSON reason (bad JSON, bad UTF-8, lone
+ * surrogates, a null, a wrong type, a duplicate key, a value out of its field's range, a number the
+ * reference reads through a Python conversion this module does not copy). A span whose ids are valid hex
+ * of the wrong length, or whose times pass 2^63, is encoded as it is: the protobuf decoder rejects it
+ * with the reference's own message, as ParseDict would have let it through to the same check.
+ *
+ * transcode(body) -> bytes | None; stats() -> (bodies transcoded, bodies handed back).
+ *
+ * The sources, by job: reader.c (JSON tokens: strings, numbers, literals, values passed over), writer.c (the
+ * protobuf wire bytes written), scalars.c (object keys, and scalars converted as json_format converts them),
+ * values.c (AnyValue and KeyValue lists), trace.c (the trace messages: request, resource, scope, span, event,
+ * link, status) and module.c (transcode(), configure(), stats()). This header holds what they share: the
+ * types, the whitespace-skipping helpers every read calls (static inline, so they inline as they did in one
+ * file) and the functions called across files, prefixed lsh_.
+ */
+#ifndef LOUSHO_OTLP_JSON_H
+#define LOUSHO_OTLP_JSON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+/* Only PyInit__otlp_json is exported: the functions shared between the sources stay inside the module. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(hidden)
+#endif
+
+#define FALLBACK (-1)
+#define NOMEM (-2)
+/* ParseDict refuses messages nested 100 deep; values nested this deep are handed back instead. */
+#define MAX_VALUE_DEPTH 24
+#define MAX_SKIP_DEPTH 200
+
+typedef struct {
+    unsigned char *buf;
+    size_t len, cap;
+} Out;
+
+typedef struct {
+    const unsigned char *p, *end;
+    Out scratch; /* a string with escapes or non-ASCII, decoded */
+} Reader;
+
+/* The names json_format knows per message (json and proto names); a known name this module does not
+ * handle sends the body back. */
+enum {
+    K_RESOURCE, K_SCOPE, K_SPAN, K_EVENT, K_LINK, K_STATUS, K_KEYVALUE, K_ANYVALUE, K_ARRAY, K_KVLIST, K_ENTITYREF,
+    K_COUNT
+};
+
+typedef struct {
+    const char *text;
+    size_t len;
+    int is_int; /* no fraction, no exponent: json.loads makes it a Python int */
+    int negative;
+    int overflow; /* magnitude past 2^64 - 1 */
+    uint64_t magnitude;
+} Number;
+
+typedef struct {
+    const char *name;
+    int id;
+} Field;
+
+/* --- functions called across the sources --- */
+
+/* writer.c */
+int lsh_reserve(Out *o, size_t extra);
+int lsh_put_varint_field(Out *o, int field, uint64_t v);
+int lsh_put_fixed64_field(Out *o, int field, uint64_t v);
+int lsh_put_bytes_field(Out *o, int field, const void *data, size_t n);
+int lsh_begin_message(Out *o, int field, size_t *mark);
+int lsh_end_message(Out *o, size_t mark);
+/* reader.c */
+int lsh_read_string(Reader *r, const char **s, size_t *n);
+int lsh_read_number(Reader *r, Number *num);
+int lsh_read_literal(Reader *r, const char *word);
+int lsh_skip_value(Reader *r, int depth);
+/* scalars.c */
+int lsh_next_key(Reader *r, int *first, const Field *fields, int kind, uint64_t *seen, int *id);
+int lsh_read_uint(Reader *r, uint64_t max, uint64_t *v);
+int lsh_read_int(Reader *r, int64_t bits, int64_t *v);
+int lsh_read_enum(Reader *r, const char *const *names, int count, int64_t *v);
+int lsh_read_double(Reader *r, double *v);
+int lsh_read_bool(Reader *r, int *v);
+int lsh_string_field(Reader *r, Out *o, int field);
+int lsh_hex_id_field(Reader *r, Out *o, int field);
+int lsh_bytes_field(Reader *r, Out *o, int field);
+/* values.c */
+int lsh_key_values(Reader *r, Out *o, int field, int depth);
+/* trace.c */
+int lsh_request(Reader *r, Out *o);
+/* module.c */
+extern PyObject *lsh_known_names[K_COUNT];
+
+/* --- whitespace and single characters, read before every token --- */
+
+static inline void skip_ws(Reader *r) {
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t'))
+        r->p++;
+}
+
+static inline int consume(Reader *r, unsigned char c) {
+    skip_ws(r);
+    if (r->p < r->end && *r->p == c) {
+        r->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static inline int peek(Reader *r) {
+    skip_ws(r);
+    return r->p < r->end ? *r->p : -1;
+}
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#endif

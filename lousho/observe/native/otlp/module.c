@@ -1,0 +1,230 @@
+/* The module: resource and scope, the request walk of decode(), stats() and the method table. */
+#include "otlp_native.h"
+
+/* Spans decoded since import, by path (stats()): what the Python step still costs, measured. */
+unsigned long long lsh_spans_native, lsh_spans_python, lsh_spans_native_priced;
+
+/* ---------- resource, scope ---------- */
+
+static int validate_entity_ref(Decoder *d, Slice s, int depth) {
+    if (depth > MAX_DEPTH) return fail(d, "nested too deep");
+    Rd r = {s.p, s.p + s.n};
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (f.num >= 1 && f.num <= 4 && f.wt == 2 && want_string(d, &f) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The resource's attributes as JSON (shared by its spans) and its service.name when a string (bytes as their
+ * base64 text, as the reference reads every attribute). */
+static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int depth) {
+    Slices kvs = {NULL, 0, 0};
+    int rc = -1;
+    if (res->seen) {
+        Rd r = {res->s.p, res->s.p + res->s.n};
+        while (r.p < r.end) {
+            Field f;
+            if (rd_field(d, &r, &f, depth) < 0) goto done;
+            if (f.num == 1 && f.wt == 2 && slices_push(&kvs, f.s) < 0) goto done;
+            if (f.num == 3 && f.wt == 2 && validate_entity_ref(d, f.s, depth + 1) < 0) goto done;
+        }
+    }
+    if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0) goto done;
+    d->json.n = 0;
+    if (lsh_entries_out(d, scratch, &d->json, NULL) < 0) goto done;
+    Py_XSETREF(k->resource_json, lsh_ascii_str(d->json.p, d->json.n));
+    if (k->resource_json == NULL) goto done;
+    PyObject *service = Py_None;
+    for (size_t i = 0; i < scratch->n; i++) {
+        Entry *e = &scratch->v[i];
+        if (e->show && e->key.n == 12 && memcmp(e->key.p, "service.name", 12) == 0) {
+            Value *v = &scratch->v[e->last].value;
+            if (v->kind == V_STRING || v->kind == V_BYTES) {
+                service = NULL;
+                if (lsh_value_out(d, v, NULL, &service) < 0) goto done;
+                Py_XSETREF(k->service, service);
+            }
+            break;
+        }
+    }
+    if (service == Py_None) Py_XSETREF(k->service, Py_NewRef(Py_None));
+    rc = 0;
+done:
+    slices_free(&kvs);
+    return rc;
+}
+
+static int read_scope(Decoder *d, Sink *k, Acc *scope, Entries *scratch, int depth) {
+    Slices kvs = {NULL, 0, 0};
+    Slice name = {(const uint8_t *)"", 0};
+    int rc = -1;
+    if (scope->seen) {
+        Rd r = {scope->s.p, scope->s.p + scope->s.n};
+        while (r.p < r.end) {
+            Field f;
+            if (rd_field(d, &r, &f, depth) < 0) goto done;
+            if ((f.num == 1 || f.num == 2) && f.wt == 2) {
+                if (want_string(d, &f) < 0) goto done;
+                if (f.num == 1) name = f.s;
+            } else if (f.num == 3 && f.wt == 2 && slices_push(&kvs, f.s) < 0) {
+                goto done;
+            }
+        }
+    }
+    if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0 || lsh_entries_out(d, scratch, NULL, NULL) < 0) goto done;
+    Py_XSETREF(k->scope, name.n ? PyUnicode_DecodeUTF8((const char *)name.p, (Py_ssize_t)name.n, NULL)
+                                : Py_NewRef(Py_None));
+    rc = k->scope == NULL ? -1 : 0;
+done:
+    slices_free(&kvs);
+    return rc;
+}
+
+static int read_scope_spans(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
+    Rd r = {s.p, s.p + s.n};
+    Acc scope = {{NULL, 0}, 0};
+    Slices spans = {NULL, 0, 0};
+    int rc = -1;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) goto done;
+        if (f.num == 1 && f.wt == 2 && lsh_acc_add(&d->arena, &scope, f.s) < 0) goto done;
+        if (f.num == 2 && f.wt == 2 && slices_push(&spans, f.s) < 0) goto done;
+        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
+    }
+    if (read_scope(d, k, &scope, scratch, depth + 1) < 0) goto done;
+    for (size_t i = 0; i < spans.n; i++)
+        if (lsh_add_span(d, k, spans.v[i], scratch, depth + 1) < 0) goto done;
+    rc = 0;
+done:
+    slices_free(&spans);
+    return rc;
+}
+
+static int read_resource_spans(Decoder *d, Sink *k, Slice s, Entries *scratch) {
+    int depth = 1;
+    Rd r = {s.p, s.p + s.n};
+    Acc resource = {{NULL, 0}, 0};
+    Slices scopes = {NULL, 0, 0};
+    int rc = -1;
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) goto done;
+        if (f.num == 1 && f.wt == 2 && lsh_acc_add(&d->arena, &resource, f.s) < 0) goto done;
+        if (f.num == 2 && f.wt == 2 && slices_push(&scopes, f.s) < 0) goto done;
+        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
+    }
+    if (read_resource(d, k, &resource, scratch, depth + 1) < 0) goto done;
+    for (size_t i = 0; i < scopes.n; i++)
+        if (read_scope_spans(d, k, scopes.v[i], scratch, depth + 1) < 0) goto done;
+    rc = 0;
+done:
+    slices_free(&scopes);
+    return rc;
+}
+
+/* decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, score_columns,
+ * score_inserts): columns as col_release gives them, in the order of the Sink's; tail_rows the int64 rows whose
+ * convention columns the Python step filled; score_inserts, per score row the Python step appended to the
+ * Decoded's lists (tail_scores is one of them), the number of native score rows before it. */
+static PyObject *decode(PyObject *self, PyObject *args) {
+    Py_buffer body;
+    PyObject *tail_scores, *out, *errors;
+    if (!lsh_cfg.ready) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*OO!O!", &body, &out, &PyList_Type, &errors, &PyList_Type, &tail_scores))
+        return NULL;
+    Sink *k = PyMem_Calloc(1, sizeof(Sink));
+    Decoder d;
+    memset(&d, 0, sizeof d);
+    d.slot = PyMem_Malloc((lsh_cfg.nkeys + 1) * sizeof(int));
+    if (k == NULL || d.slot == NULL) {
+        PyMem_Free(k);
+        PyMem_Free(d.slot);
+        PyBuffer_Release(&body);
+        return PyErr_NoMemory();
+    }
+    PyObject *result = NULL, *columns = NULL, *score_columns = NULL;
+    int rc = 0;
+    k->ncols = lsh_cfg.ncols;
+    if (k->ncols < COL_NULLS) {
+        PyErr_SetString(PyExc_ValueError, "fewer column types than columns");
+        rc = -1;
+    }
+    for (int i = 0; i < k->ncols && rc == 0; i++) rc = lsh_col_init(&k->cols[i], lsh_cfg.storage[i]);
+    for (int i = 0; i < N_SCORE && rc == 0; i++) rc = lsh_col_init(&k->score_cols[i], lsh_cfg.score_storage[i]);
+    k->tail_scores = tail_scores;
+    k->out = out;
+    k->errors = errors;
+    for (size_t i = 0; i < lsh_cfg.nkeys; i++) d.slot[i] = -1;
+    Entries scratch = {NULL, 0, 0, 0};
+    Rd r = {body.buf, (const uint8_t *)body.buf + body.len};
+    while (rc == 0 && r.p < r.end) {
+        Field f;
+        rc = rd_field(&d, &r, &f, 0);
+        if (rc == 0 && f.num == 1 && f.wt == 2) rc = read_resource_spans(&d, k, f.s, &scratch);
+    }
+    lsh_entries_free(&scratch);
+    lsh_arena_free(&d.arena);
+    PyMem_Free(d.slot);
+    PyMem_Free(d.json.p);
+    Py_XDECREF(k->service);
+    Py_XDECREF(k->resource_json);
+    Py_XDECREF(k->scope);
+    PyBuffer_Release(&body);
+    if (rc < 0) {
+        if (d.error != NULL && !PyErr_Occurred())
+            PyErr_Format(lsh_cfg.bad_payload, "not an OTLP ExportTraceServiceRequest in protobuf: %s", d.error);
+        goto done;
+    }
+    if ((columns = PyTuple_New(k->ncols)) == NULL || (score_columns = PyTuple_New(N_SCORE)) == NULL) goto done;
+    Py_ssize_t rows = (Py_ssize_t)k->cols[0].len, score_rows = (Py_ssize_t)k->score_cols[0].len;
+    for (int i = 0; i < k->ncols + N_SCORE; i++) {
+        PyObject *col = lsh_col_release(i < k->ncols ? &k->cols[i] : &k->score_cols[i - k->ncols]);
+        if (col == NULL) goto done;
+        PyTuple_SET_ITEM(i < k->ncols ? columns : score_columns, i < k->ncols ? i : i - k->ncols, col);
+    }
+    PyObject *tail = lsh_raw_release(&k->tail_rows);
+    PyObject *inserts = tail ? lsh_raw_release(&k->score_inserts) : NULL;
+    if (inserts != NULL)
+        result = Py_BuildValue("(lnONnON)", k->rejected, rows, columns, tail, score_rows, score_columns, inserts);
+    else
+        Py_XDECREF(tail);
+done:
+    Py_XDECREF(columns);
+    Py_XDECREF(score_columns);
+    for (int i = 0; i < k->ncols; i++) lsh_col_free(&k->cols[i]);
+    for (int i = 0; i < N_SCORE; i++) lsh_col_free(&k->score_cols[i]);
+    raw_free(&k->tail_rows);
+    raw_free(&k->score_inserts);
+    PyMem_Free(k);
+    return result;
+}
+
+static PyObject *stats(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{sKsKsK}", "native", lsh_spans_native, "python", lsh_spans_python, "native_priced",
+                         lsh_spans_native_priced);
+}
+
+static PyMethodDef methods[] = {
+    {"stats", stats, METH_NOARGS, "stats() -> spans decoded since import, by the path their conventions took"},
+    {"configure", lsh_configure, METH_VARARGS,
+     "configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, "
+     "price_table, keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special, "
+     "event_names, pass_labels, fail_labels, column_types, score_types)"},
+    {"decode", decode, METH_VARARGS,
+     "decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, "
+     "score_columns, score_inserts)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_otlp_native", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__otlp_native(void) {
+    if (PyType_Ready(&lsh_BufferType) < 0) return NULL;
+    return PyModule_Create(&module);
+}

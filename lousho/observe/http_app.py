@@ -79,8 +79,9 @@ def build_app(
                 f"Content-Type {ctype or '(none)'!r} is not supported",
                 "send application/x-protobuf, application/protobuf or application/json",
             )
-        body = await request.body()
-        if not writer.has_room(len(body)):
+        body = await _body_once(request)
+        size = len(body)
+        if not writer.has_room(size):
             return _unavailable(request, config, metrics)
         decoder = decode_json if base == "application/json" else decode_protobuf
         try:
@@ -89,9 +90,10 @@ def build_app(
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
+        del body  # decoded: from here to the ack only the Arrow batch is held
         metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
-            future = writer.submit(batch, len(body))
+            future = writer.submit(batch, size)
             del batch  # the writer holds it until the commit; the ack needs only the counts
         except (QueueFull, ShuttingDown):
             return _unavailable(request, config, metrics)
@@ -221,6 +223,13 @@ def _unavailable(request: Request, config: DaemonConfig, metrics: Metrics) -> Re
         request, 503, "LOUSHO_OBSERVE_BUSY", "the admission queue is full",
         "retry after the Retry-After delay", GRPC_UNAVAILABLE, retry_after=config.retry_after_s,
     )
+
+
+async def _body_once(request: Request) -> bytes:
+    """The body, read without Starlette keeping a copy on the request (``Request.body`` caches it there until the
+    response is sent). BodyLimit hands it on in one piece, so no bytes are copied."""
+    chunks = [chunk async for chunk in request.stream() if chunk]
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _json_bytes(result: sql_api.QueryResult) -> bytes:

@@ -173,21 +173,20 @@ class BodyLimit:
             reading.release()
         if raw is None:
             return
-        body = b"".join(reading.chunks)
+        # Handed on once and not kept: the app may drop the body as soon as it has decoded it, and no
+        # reference here keeps it alive until the ack (a 50k-span body is 17 MiB).
+        body = [b"".join(reading.chunks)]
         reading.chunks.clear()
         scope = dict(scope)
         scope["headers"] = [
             (k, v) for k, v in scope["headers"]
             if k.lower() not in (b"content-encoding", b"content-length")
-        ] + [(b"content-length", str(len(body)).encode())]
+        ] + [(b"content-length", str(len(body[0])).encode())]
         scope["lousho.wire_bytes"] = raw
-        sent = False
 
         async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
+            if body:
+                return {"type": "http.request", "body": body.pop(), "more_body": False}
             return await receive()
 
         await self.app(scope, replay, send)

@@ -21,6 +21,8 @@ would count twice; the primary key rules that out today.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import duckdb
 
 from lousho.observe import runs_parts as p
@@ -205,15 +207,72 @@ def fold(con: duckdb.DuckDBPyConnection) -> int:
     return folded
 
 
+# The kept parts a fold reads, found by their keys first. The steps join the parts tables whole; run as they
+# are, each join reads every column of every kept part, so the fold's cost grew with the store. Most of a
+# tail's traces and runs are new: the fold first finds the kept parts it touches by scanning only their key
+# columns, copies just those rows, and runs the steps over the copies (the same rows, so the same answer).
+
+
+@dataclass(frozen=True)
+class _KeptCopy:
+    name: str  # the temporary table holding the rows
+    table: str  # the kept table they are rows of
+    key: str
+    keys: str  # SQL: the keys of the rows the steps can read
+    before: str  # the first step reading them
+    read_by: tuple[str, ...]  # the steps reading the copy in place of ``table``
+
+
+_KEPT_COPIES = (
+    # the kept parts of the tail's traces: what merged_trace joins
+    _KeptCopy("old_trace_hit", "run_trace_parts", "trace_id",
+              "SELECT p.trace_id FROM run_trace_parts p SEMI JOIN tail_trace t ON p.trace_id = t.trace_id",
+              "merged_trace", ("merged_trace",)),
+    # the kept attempts of the touched runs: what attempt_parts reads, and merged_attempt joins (a tail
+    # attempt's run is among the touched runs: its trace's run_ids hold it)
+    _KeptCopy("old_attempts", "run_attempt_parts", "run_id",
+              "SELECT DISTINCT p.run_id FROM run_attempt_parts p SEMI JOIN touched_runs t ON p.run_id = t.run_id",
+              "merged_attempt", ("merged_attempt", "attempt_parts")),
+    # trace_parts' own condition, over the key columns alone
+    _KeptCopy("old_traces", "run_trace_parts", "trace_id",
+              "SELECT trace_id FROM run_trace_parts WHERE implicit_run_id IN (SELECT run_id FROM touched_runs) "
+              "OR trace_id IN (SELECT trace_id FROM attempt_parts)",
+              "trace_parts", ("trace_parts",)),
+)
+# Deleting the kept parts the tail replaces: skipped when their copy found none.
+_DELETE_NEEDS = {_WRITE_FOLD[0]: "old_trace_hit", _WRITE_FOLD[2]: "old_attempts"}
+
+
+def _copy_kept(con: duckdb.DuckDBPyConnection, copy: _KeptCopy) -> int:
+    """Copy the kept rows ``copy`` names into its temporary table; returns how many keys matched. None (the
+    usual case): an empty copy, the table's other columns never read."""
+    con.execute(f"CREATE TEMP TABLE {copy.name}_keys AS {copy.keys}")
+    found = int(con.execute(f"SELECT count(*) FROM {copy.name}_keys").fetchall()[0][0])
+    where = f"{copy.key} IN (SELECT {copy.key} FROM {copy.name}_keys)" if found else "false"
+    con.execute(f"CREATE TEMP TABLE {copy.name} AS SELECT * FROM {copy.table} WHERE {where}")
+    return found
+
+
 def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int) -> int:
     """The views' steps over the tail as temporary tables, then written into the kept tables."""
-    names = [name for name, _, _ in _STEPS] + ["touched_sessions"]
+    names: list[str] = []
+    found: dict[str, int] = {}
     try:
         for name, sql, _ in _STEPS:
+            for copy in _KEPT_COPIES:
+                if copy.before == name:
+                    names += [f"{copy.name}_keys", copy.name]
+                    found[copy.name] = _copy_kept(con, copy)
+                if name in copy.read_by:
+                    sql = sql.replace(copy.table, copy.name)
+            names.append(name)
             con.execute(f"CREATE TEMP TABLE {name} AS {sql.replace(_WATERMARK_LITERAL, str(int(watermark)))}")
+        names.append("touched_sessions")
         con.execute(f"CREATE TEMP TABLE touched_sessions AS {_TOUCHED_SESSIONS}")
         folded = int(con.execute("SELECT count(*) FROM tail_spans").fetchall()[0][0])
         for statement in _WRITE_FOLD:
+            if statement in _DELETE_NEEDS and not found[_DELETE_NEEDS[statement]]:
+                continue
             con.execute(statement)
     finally:
         for name in reversed(names):

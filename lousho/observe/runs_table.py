@@ -160,8 +160,8 @@ def views(watermark: int) -> tuple[str, str]:
 # --- the fold ------------------------------------------------------------------------------------------
 
 # Before anything is written: the kept runs the tail touches (found once: their rows are deleted, their sessions
-# made again), the sessions touched, and the runs of those sessions as they will be kept (the rows not touched,
-# and the touched runs' new rows), what the sessions' rows are made from.
+# made again) and the sessions touched. (A session's rows are made from the kept runs after they are written, by a
+# scan of the columns they need: fetching them by row id cost more when a few sessions hold most runs.)
 _BEFORE_WRITE = (
     ("kept_runs_hit",
      "SELECT rowid AS rid, conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)"),
@@ -169,11 +169,6 @@ _BEFORE_WRITE = (
 SELECT DISTINCT conversation_id FROM (
     SELECT conversation_id FROM kept_runs_hit UNION ALL SELECT conversation_id FROM unfolded
 ) WHERE conversation_id IS NOT NULL"""),
-    ("session_run_rows",
-     "SELECT rowid AS rid FROM kept_runs WHERE conversation_id IN (SELECT conversation_id FROM touched_sessions) "
-     "EXCEPT SELECT rid FROM kept_runs_hit"),
-    ("session_runs",
-     "SELECT * FROM kept_runs WHERE rowid IN (SELECT rid FROM session_run_rows) UNION ALL SELECT * FROM unfolded"),
 )
 # The kept rows the tail replaces, then their replacements: what the views compute, written down. Rows go by
 # their row ids, found by key (``_KEPT_COPIES``, ``_BEFORE_WRITE``): a delete then reads no other column.
@@ -187,8 +182,10 @@ _WRITE_FOLD = (
     "DELETE FROM kept_runs WHERE rowid IN (SELECT rid FROM kept_runs_hit)",
     "INSERT INTO kept_runs SELECT * FROM unfolded",
     "DELETE FROM kept_sessions WHERE session_id IN (SELECT conversation_id FROM touched_sessions)",
-    "INSERT INTO kept_sessions " + sessions_select("session_runs"),
+    "INSERT INTO kept_sessions " + sessions_select(
+        "kept_runs", "conversation_id IN (SELECT conversation_id FROM touched_sessions)"),
 )
+
 
 def fold(con: duckdb.DuckDBPyConnection) -> int:
     """Fold the committed spans and scores above the watermark into the kept tables and advance it, in

@@ -1,8 +1,14 @@
 """When the kept runs are folded (runs_table.fold): on a thread of its own, never on the ack path.
 
 The writer's commits only append spans; the store tells this thread how many each commit inserted
-(``committed``). The thread folds once the tail (committed, not folded) reaches ``tail_spans``, or the
-writer has committed nothing for ``idle_seconds``; the store folds synchronously at open and close.
+(``committed``). The thread folds once the writer has committed nothing for ``idle_seconds``, or, under
+load, once the tail (committed, not folded) reaches ``tail_spans`` and the thread has rested
+``rest_ratio`` times as long as its last fold took, or at once when the tail reaches ``max_tail_spans``;
+the store folds synchronously at open and close.
+
+The rest bounds the fold's share of the machine under load (a fold costs more as the kept tables grow: a
+session's row is made again from all its runs), and lets the tail grow instead: one fold of more spans
+costs far less than several of fewer.
 The fold runs on a cursor of its own: DuckDB runs its transaction beside the writer's commits (they
 write different tables, so neither conflicts), releasing the GIL while it works.
 
@@ -22,8 +28,14 @@ from lousho.observe import runs_table
 
 logger = logging.getLogger(__name__)
 
-# Fold at once past this many unfolded spans: what a query over ``runs`` recomputes stays bounded.
+# Under load, fold past this many unfolded spans once the thread has rested (REST_RATIO).
 TAIL_SPANS = 20_000
+# Fold at once past this many unfolded spans: what a query over ``runs`` recomputes stays bounded (a 100,000-span
+# tail put a query of the query benchmark over 1 s under load).
+MAX_TAIL_SPANS = 50_000
+# Under load, rest this many times as long as the last fold took before the next: folds take at most about
+# a quarter of the time (of one core), however large the store.
+REST_RATIO = 3.0
 # Fold after this long without a commit: the writer is idle, so the fold takes no time from an ack.
 IDLE_SECONDS = 0.1
 
@@ -33,6 +45,7 @@ class RunsFold:
     DuckDB refuses while another transaction is open."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, *, tail_spans: int = TAIL_SPANS,
+                 max_tail_spans: int = MAX_TAIL_SPANS, rest_ratio: float = REST_RATIO,
                  idle_seconds: float = IDLE_SECONDS) -> None:
         self.lock = threading.Lock()
         self.folds = 0
@@ -40,7 +53,10 @@ class RunsFold:
         self.fold_seconds = 0.0
         self._con = con
         self._tail_spans = tail_spans
+        self._max_tail = max(tail_spans, max_tail_spans)
+        self._rest_ratio = rest_ratio
         self._idle = idle_seconds
+        self._rested_at = 0.0  # when the last fold ended plus its rest: monotonic seconds
         self._cond = threading.Condition()
         self._pending = 0  # spans committed since the last fold began
         self._last_commit = 0.0
@@ -68,10 +84,13 @@ class RunsFold:
         with self.lock:
             started = time.perf_counter()
             folded = runs_table.fold(self._con)
+            took = time.perf_counter() - started
             if folded:
                 self.folds += 1
                 self.folded_spans += folded
-                self.fold_seconds += time.perf_counter() - started
+                self.fold_seconds += took
+        with self._cond:
+            self._rested_at = time.monotonic() + took * self._rest_ratio
         return folded
 
     def stop(self) -> None:
@@ -85,15 +104,23 @@ class RunsFold:
     def _due(self) -> bool:
         """Wait (holding ``_cond``) until a fold is due or the store closes; False on close."""
         while not self._closing:
-            if self._pending >= self._tail_spans:
+            if self._pending >= self._max_tail:
                 return True
             if not self._pending:
                 self._cond.wait()
                 continue
-            quiet = time.monotonic() - self._last_commit
+            now = time.monotonic()
+            quiet = now - self._last_commit
             if quiet >= self._idle:
                 return True
-            self._cond.wait(self._idle - quiet)
+            resting = self._rested_at - now
+            if self._pending >= self._tail_spans and resting <= 0:
+                return True
+            # Each commit wakes this anyway; otherwise wake when the writer counts as idle, or the rest ends.
+            wait = self._idle - quiet
+            if self._pending >= self._tail_spans:
+                wait = min(wait, resting)
+            self._cond.wait(wait)
         return False
 
     def _run(self) -> None:

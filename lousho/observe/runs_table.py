@@ -21,6 +21,8 @@ would count twice; the primary key rules that out today.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import duckdb
 
 from lousho.observe import runs_parts as p
@@ -157,20 +159,27 @@ def views(watermark: int) -> tuple[str, str]:
 
 # --- the fold ------------------------------------------------------------------------------------------
 
-_TOUCHED_SESSIONS = """
+# Before anything is written: the kept runs the tail touches (found once: their rows are deleted, their sessions
+# made again) and the sessions touched. (A session's rows are made from the kept runs after they are written, by a
+# scan of the columns they need: fetching them by row id cost more when a few sessions hold most runs.)
+_BEFORE_WRITE = (
+    ("kept_runs_hit",
+     "SELECT rowid AS rid, conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)"),
+    ("touched_sessions", """
 SELECT DISTINCT conversation_id FROM (
-    SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)
-    UNION ALL SELECT conversation_id FROM unfolded
-) WHERE conversation_id IS NOT NULL"""
-# The kept rows the tail replaces, then their replacements: what the views compute, written down.
+    SELECT conversation_id FROM kept_runs_hit UNION ALL SELECT conversation_id FROM unfolded
+) WHERE conversation_id IS NOT NULL"""),
+)
+# The kept rows the tail replaces, then their replacements: what the views compute, written down. Rows go by
+# their row ids, found by key (``_KEPT_COPIES``, ``_BEFORE_WRITE``): a delete then reads no other column.
 _WRITE_FOLD = (
-    "DELETE FROM run_trace_parts WHERE trace_id IN (SELECT trace_id FROM merged_trace)",
+    "DELETE FROM run_trace_parts WHERE rowid IN (SELECT rid FROM old_trace_hit)",
     f"INSERT INTO run_trace_parts ({_TRACE_COLUMNS}, prior_run_id, implicit_run_id) "
     f"SELECT {_TRACE_COLUMNS}, prior_run_id, implicit_run_id FROM merged_trace",
-    "DELETE FROM run_attempt_parts USING merged_attempt m "
-    "WHERE run_attempt_parts.run_id = m.run_id AND run_attempt_parts.trace_id = m.trace_id",
+    "DELETE FROM run_attempt_parts WHERE rowid IN (SELECT o.rid FROM old_attempts o "
+    "SEMI JOIN merged_attempt m ON o.run_id = m.run_id AND o.trace_id = m.trace_id)",
     f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} FROM merged_attempt",
-    "DELETE FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)",
+    "DELETE FROM kept_runs WHERE rowid IN (SELECT rid FROM kept_runs_hit)",
     "INSERT INTO kept_runs SELECT * FROM unfolded",
     "DELETE FROM kept_sessions WHERE session_id IN (SELECT conversation_id FROM touched_sessions)",
     "INSERT INTO kept_sessions " + sessions_select(
@@ -205,15 +214,78 @@ def fold(con: duckdb.DuckDBPyConnection) -> int:
     return folded
 
 
+# The kept parts a fold reads, found by their keys first. The steps join the parts tables whole; run as they
+# are, each join reads every column of every kept part, so the fold's cost grew with the store. Most of a
+# tail's traces and runs are new: the fold first finds the row ids of the kept parts it touches by scanning
+# only their key columns, copies just those rows (DuckDB fetches rows by id without reading the others), and
+# runs the steps over the copies: the same rows, so the same answer.
+
+
+@dataclass(frozen=True)
+class _KeptCopy:
+    name: str  # the temporary table holding the rows, with their row id as ``rid``
+    table: str  # the kept table they are rows of
+    rows: str  # SQL: the row ids (``rid``) of the rows the steps can read, by their key columns alone
+    before: str  # the first step reading them
+    read_by: tuple[str, ...]  # the steps reading the copy in place of ``table``
+
+
+_KEPT_COPIES = (
+    # the kept parts of the tail's traces: what merged_trace joins
+    _KeptCopy("old_trace_hit", "run_trace_parts",
+              "SELECT p.rowid AS rid FROM run_trace_parts p SEMI JOIN tail_trace t ON p.trace_id = t.trace_id",
+              "merged_trace", ("merged_trace",)),
+    # the kept attempts of the touched runs: what attempt_parts reads, and merged_attempt joins (a tail
+    # attempt's run is among the touched runs: its trace's run_ids hold it)
+    _KeptCopy("old_attempts", "run_attempt_parts",
+              "SELECT p.rowid AS rid FROM run_attempt_parts p SEMI JOIN touched_runs t ON p.run_id = t.run_id",
+              "merged_attempt", ("merged_attempt", "attempt_parts")),
+    # trace_parts' own condition, over the key columns alone
+    _KeptCopy("old_traces", "run_trace_parts",
+              "SELECT rowid AS rid FROM run_trace_parts WHERE implicit_run_id IN (SELECT run_id FROM touched_runs) "
+              "OR trace_id IN (SELECT trace_id FROM attempt_parts)",
+              "trace_parts", ("trace_parts",)),
+)
+# The statements with nothing to do when a copy is empty (the usual case): skipped.
+_SKIP_WITHOUT = {_WRITE_FOLD[0]: "old_trace_hit", _WRITE_FOLD[2]: "old_attempts"}
+
+
+def _copy_kept(con: duckdb.DuckDBPyConnection, copy: _KeptCopy) -> int:
+    """Copy the kept rows ``copy`` names into its temporary table; returns how many."""
+    con.execute(f"CREATE TEMP TABLE {copy.name}_rows AS {copy.rows}")
+    found = int(con.execute(f"SELECT count(*) FROM {copy.name}_rows").fetchall()[0][0])
+    where = f"rowid IN (SELECT rid FROM {copy.name}_rows)" if found else "false"
+    con.execute(f"CREATE TEMP TABLE {copy.name} AS SELECT rowid AS rid, * FROM {copy.table} WHERE {where}")
+    return found
+
+
 def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int) -> int:
     """The views' steps over the tail as temporary tables, then written into the kept tables."""
-    names = [name for name, _, _ in _STEPS] + ["touched_sessions"]
+    names: list[str] = []
+    found: dict[str, int] = {}
+    # The tail is read distinct by span key (a copy that got past the writer's filter counts once), which
+    # costs a hash of every column read; with no two rows of one key, as almost always, a plain read is the same.
+    repeated = con.execute(f"SELECT count(*) - count(DISTINCT span_key) FROM spans WHERE commit_seq > {int(watermark)}"
+                           ).fetchall()[0][0]
     try:
         for name, sql, _ in _STEPS:
+            if name == "tail_spans" and not repeated:
+                sql = sql.replace("SELECT DISTINCT ON (span_key) ", "SELECT ", 1)
+            for copy in _KEPT_COPIES:
+                if copy.before == name:
+                    names += [f"{copy.name}_rows", copy.name]
+                    found[copy.name] = _copy_kept(con, copy)
+                if name in copy.read_by:
+                    sql = sql.replace(copy.table, copy.name)
+            names.append(name)
             con.execute(f"CREATE TEMP TABLE {name} AS {sql.replace(_WATERMARK_LITERAL, str(int(watermark)))}")
-        con.execute(f"CREATE TEMP TABLE touched_sessions AS {_TOUCHED_SESSIONS}")
+        for name, sql in _BEFORE_WRITE:
+            names.append(name)
+            con.execute(f"CREATE TEMP TABLE {name} AS {sql}")
         folded = int(con.execute("SELECT count(*) FROM tail_spans").fetchall()[0][0])
         for statement in _WRITE_FOLD:
+            if statement in _SKIP_WITHOUT and not found[_SKIP_WITHOUT[statement]]:
+                continue
             con.execute(statement)
     finally:
         for name in reversed(names):

@@ -205,21 +205,26 @@ class SpanStore:
     def _insert(self, spans: pa.Table, scores: pa.Table) -> None:
         con = self._con
         self._commit_seq += 1
+        # The connection's begin/commit methods, not BEGIN/COMMIT statements: nothing to parse and plan on the
+        # ack path. Only the batches registered are unregistered (each call costs about 0.15 ms).
+        registered: list[str] = []
         try:
-            con.execute("BEGIN")
+            con.begin()
             try:
                 con.register("span_batch", spans)
+                registered.append("span_batch")
                 con.execute(_INSERT_SPANS, [time.time_ns(), self._commit_seq])
                 if scores.num_rows:
                     con.register("score_batch", scores)
+                    registered.append("score_batch")
                     con.execute(_INSERT_SCORES, [self._commit_seq])
-                con.execute("COMMIT")
+                con.commit()
             except BaseException:
                 _rollback(con)
                 raise
             finally:
-                con.unregister("span_batch")
-                con.unregister("score_batch")
+                for name in registered:
+                    con.unregister(name)
         except duckdb.Error as e:
             self._note_damage(e)
             raise

@@ -71,6 +71,46 @@ def test_the_fold_thread_folds_a_tail_past_its_bound_without_waiting_for_idle(tm
     store.close()
 
 
+def test_under_load_the_fold_rests_after_a_fold_and_lets_the_tail_grow_up_to_its_hard_bound(tmp_path):
+    """Past ``tail_spans`` the thread waits out its rest (``rest_ratio`` times its last fold) while commits go on,
+    the tail growing instead; past ``max_tail_spans`` it folds at once. ``runs`` stays exact throughout."""
+    spans, scores = random_store(13, traces=120)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    requests = in_requests(random.Random(13), spans, scores, count=8)
+    bound = len(spans) // 8
+    # Any fold takes milliseconds: a rest of 10,000 times that outlasts the test.
+    fold = RunsFold(store.reader(), tail_spans=bound, max_tail_spans=len(spans) // 2, rest_ratio=10_000,
+                    idle_seconds=3600)
+    fold.start()
+    try:
+        con = store.reader()
+        pending = 0
+
+        def commit(part) -> None:
+            nonlocal pending
+            store.append([part])
+            fold.committed(part.span_count)
+            pending += part.span_count
+
+        for part in requests:
+            commit(part)
+            if pending >= bound:
+                break
+        _poll(lambda: fold.folds == 1)  # the first fold: nothing to rest from
+        pending = unfolded(con)
+        rest = iter(requests[requests.index(part) + 1:])
+        while pending < len(spans) // 2:
+            assert fold.folds == 1, "folded again before its rest ended, below the hard bound"
+            assert_runs_match_the_view(con)
+            commit(next(rest))
+            time.sleep(0.05)  # time for a fold that is (wrongly) due to start
+        _poll(lambda: fold.folds == 2)  # past the hard bound: at once, rest or not
+        assert_runs_match_the_view(con)
+    finally:
+        fold.stop()
+    store.close()
+
+
 def test_the_store_folds_everything_at_close(tmp_path):
     spans, scores = random_store(9)
     path = tmp_path / "s.duckdb"

@@ -58,6 +58,30 @@ def test_runs_in_one_group_commit_equal_the_view_before_and_after_the_fold(tmp_p
     store.close()
 
 
+@pytest.mark.parametrize("runs", ["shared", "new"])
+def test_a_tail_of_new_traces_over_kept_runs_folds_to_the_view_s_answer(tmp_path, runs):
+    """The fold copies only the kept parts the tail touches (found by their keys first): with none of the tail's
+    traces kept, and its runs either among the kept ones ("shared") or all new, the kept tables still equal
+    the view."""
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    con = store.reader()
+    first, first_scores = random_store(31)
+    store.append(in_requests(random.Random(31), first, first_scores, count=2))
+    store.fold()
+    later, later_scores = random_store(32)  # other trace ids; the same pool of run ids
+    if runs == "new":
+        for row in (*later, *later_scores):
+            row["run_id"] = row["run_id"] and f"{row['run_id']}-later"
+    assert not {row["trace_id"] for row in later} & {row["trace_id"] for row in first}
+    for request in in_requests(random.Random(32), later, later_scores, count=3):
+        store.append([request])
+        assert_runs_match_the_view(con)
+        store.fold()
+        assert_kept_tables_match_the_view(con)
+        assert_runs_match_the_view(con)
+    store.close()
+
+
 def test_a_run_spread_over_kept_and_unfolded_spans_and_its_resumed_trace(tmp_path):
     """A run's first trace is folded; more of its spans, its score and a resumed attempt (a new trace) are
     not yet: the run's row is recomputed from both, and its session with it."""

@@ -12,8 +12,8 @@
  * transcode(body) -> bytes | None; stats() -> (bodies transcoded, bodies handed back).
  *
  * The sources, by job: reader.c (JSON tokens: strings, numbers, literals, values passed over), writer.c (the
- * protobuf wire bytes written), scalars.c (object keys, and scalars converted as json_format converts them),
- * values.c (AnyValue and KeyValue lists), trace.c (the trace messages: request, resource, scope, span, event,
+ * protobuf wire bytes written), message.c (a message's object, embedded or repeated), scalars.c (object keys,
+ * and scalars converted as json_format converts them), values.c (AnyValue and KeyValue lists), trace.c (the trace messages: request, resource, scope, span, event,
  * link, status) and module.c (transcode(), configure(), stats()). This header holds what they share: the
  * types, the whitespace-skipping helpers every read calls (static inline, so they inline as they did in one
  * file) and the functions called across files, prefixed lsh_.
@@ -69,6 +69,18 @@ typedef struct {
     int id;
 } Field;
 
+/* A message as this module reads it: one loop over its JSON object's keys (message.c) and, per known key, its
+ * member function, which reads the value and writes what the protobuf decoder is to see. */
+typedef struct Message Message;
+typedef int (*Member)(Reader *r, Out *o, const Message *m, int id, int depth);
+struct Message {
+    const Field *fields;
+    int kind;  /* K_*, or -1 for the request's outer levels, read with dict.get: any other key ignored */
+    int oneof; /* every field is a member of one oneof: a second one makes ParseDict refuse the span */
+    Member member;
+    const Message *parts[2]; /* the sub-messages the member reads, where one member serves several messages */
+};
+
 /* --- functions called across the sources --- */
 
 /* writer.c */
@@ -93,8 +105,12 @@ int lsh_read_bool(Reader *r, int *v);
 int lsh_string_field(Reader *r, Out *o, int field);
 int lsh_hex_id_field(Reader *r, Out *o, int field);
 int lsh_bytes_field(Reader *r, Out *o, int field);
+/* message.c */
+int lsh_message(Reader *r, Out *o, const Message *m, int depth);
+int lsh_embedded(Reader *r, Out *o, int field, const Message *m, int depth);
+int lsh_repeated(Reader *r, Out *o, int field, const Message *m, int depth);
 /* values.c */
-int lsh_key_values(Reader *r, Out *o, int field, int depth);
+extern const Message lsh_key_value;
 /* trace.c */
 int lsh_request(Reader *r, Out *o);
 /* module.c */

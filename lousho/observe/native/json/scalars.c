@@ -222,22 +222,29 @@ int lsh_string_field(Reader *r, Out *o, int field) {
     return string_as(r, o, field, text);
 }
 
-/* A digit's value in an alphabet given as runs of characters, each with the value of its first; -1 if not in it. */
+/* The alphabets of hex ids and base64 bytes, as runs of characters each with the value of its first; expanded
+ * by lsh_init_digits into tables of each byte's value (-1: not a digit), as a per-character search costs. */
 typedef struct {
     char first, last;
     int value;
 } Digits;
 
-static const Digits HEX[] = {{'0', '9', 0}, {'a', 'f', 10}, {'A', 'F', 10}, {0, 0, 0}};
+static const Digits HEX_RUNS[] = {{'0', '9', 0}, {'a', 'f', 10}, {'A', 'F', 10}, {0, 0, 0}};
 /* Both base64 alphabets, standard and urlsafe. */
-static const Digits BASE64[] = {{'A', 'Z', 0}, {'a', 'z', 26}, {'0', '9', 52}, {'+', '+', 62},
-                                {'-', '-', 62}, {'/', '/', 63}, {'_', '_', 63}, {0, 0, 0}};
+static const Digits BASE64_RUNS[] = {{'A', 'Z', 0}, {'a', 'z', 26}, {'0', '9', 52}, {'+', '+', 62},
+                                     {'-', '-', 62}, {'/', '/', 63}, {'_', '_', 63}, {0, 0, 0}};
+static signed char HEX[256], BASE64[256];
 
-static inline int digit_value(const Digits *alphabet, char c) {
-    for (const Digits *d = alphabet; d->first; d++)
-        if (c >= d->first && c <= d->last)
-            return d->value + (c - d->first);
-    return -1;
+static void expand(signed char *table, const Digits *runs) {
+    memset(table, -1, 256);
+    for (const Digits *d = runs; d->first; d++)
+        for (int c = d->first; c <= d->last; c++)
+            table[c] = (signed char)(d->value + (c - d->first));
+}
+
+void lsh_init_digits(void) {
+    expand(HEX, HEX_RUNS);
+    expand(BASE64, BASE64_RUNS);
 }
 
 /* A span or link id in hex, as the reference's bytes.fromhex reads it (without the whitespace it also
@@ -249,7 +256,7 @@ static int hex_id(Out *o, int field, const char *s, size_t n) {
         return FALLBACK;
     unsigned char raw[128];
     for (size_t i = 0; i < n; i += 2) {
-        int hi = digit_value(HEX, s[i]), lo = digit_value(HEX, s[i + 1]);
+        int hi = HEX[(unsigned char)s[i]], lo = HEX[(unsigned char)s[i + 1]];
         if (hi < 0 || lo < 0)
             return FALLBACK;
         raw[i / 2] = (unsigned char)(hi << 4 | lo);
@@ -281,7 +288,7 @@ static int base64(Out *o, int field, const char *s, size_t n) {
     uint32_t acc = 0;
     int bits = 0;
     for (size_t i = 0; i < data; i++) {
-        int v = digit_value(BASE64, s[i]);
+        int v = BASE64[(unsigned char)s[i]];
         if (v < 0)
             return FALLBACK;
         acc = acc << 6 | (uint32_t)v;

@@ -34,12 +34,12 @@ static int resource_member(Reader *r, Out *o, const Message *m, int id, int dept
     uint64_t count;
     switch (id) {
     case 1:
-        return lsh_repeated(r, o, 1, &lsh_key_value, 0);
+        return repeated(r, o, 1, &lsh_key_value, 0);
     case 2:
         return lsh_read_uint(r, UINT32_MAX, &count);
     default: {
         Out scratch = {NULL, 0, 0};
-        int rc = lsh_repeated(r, &scratch, 3, &ENTITY_REF, 0);
+        int rc = repeated(r, &scratch, 3, &ENTITY_REF, 0);
         PyMem_Free(scratch.buf);
         return rc;
     }
@@ -59,7 +59,7 @@ static int scope_member(Reader *r, Out *o, const Message *m, int id, int depth) 
     case 2:
         return lsh_string_field(r, NULL, 2);
     case 3:
-        return lsh_repeated(r, o, 3, &lsh_key_value, 0);
+        return repeated(r, o, 3, &lsh_key_value, 0);
     default:
         return lsh_read_uint(r, UINT32_MAX, &count);
     }
@@ -80,7 +80,7 @@ static int event_member(Reader *r, Out *o, const Message *m, int id, int depth) 
     case 2:
         return lsh_string_field(r, o, 2);
     case 3:
-        return lsh_repeated(r, o, 3, &lsh_key_value, 0);
+        return repeated(r, o, 3, &lsh_key_value, 0);
     default:
         return lsh_read_uint(r, UINT32_MAX, &v);
     }
@@ -101,7 +101,7 @@ static int link_member(Reader *r, Out *o, const Message *m, int id, int depth) {
     case 3:
         return lsh_string_field(r, NULL, 3);
     case 4:
-        return lsh_repeated(r, o, 4, &lsh_key_value, 0);
+        return repeated(r, o, 4, &lsh_key_value, 0);
     default:
         return lsh_read_uint(r, UINT32_MAX, &v);
     }
@@ -154,13 +154,13 @@ static int span_member(Reader *r, Out *o, const Message *m, int id, int depth) {
         rc = lsh_read_uint(r, UINT64_MAX, &v);
         return rc ? rc : lsh_put_fixed64_field(o, id, v);
     case 9:
-        return lsh_repeated(r, o, 9, &lsh_key_value, 0);
+        return repeated(r, o, 9, &lsh_key_value, 0);
     case 11:
-        return lsh_repeated(r, o, 11, &EVENT, 0);
+        return repeated(r, o, 11, &EVENT, 0);
     case 13:
-        return lsh_repeated(r, o, 13, &LINK, 0);
+        return repeated(r, o, 13, &LINK, 0);
     case 15:
-        return lsh_embedded(r, o, 15, &STATUS, 0);
+        return embedded(r, o, 15, &STATUS, 0);
     default: /* the dropped counts and flags, checked, not kept */
         return lsh_read_uint(r, UINT32_MAX, &v);
     }
@@ -173,7 +173,7 @@ static const Message SPAN = {SPAN_FIELDS, K_SPAN, 0, span_member, {NULL, NULL}};
 static int outer_member(Reader *r, Out *o, const Message *m, int id, int depth) {
     if (lsh_read_literal(r, "null"))
         return 0;
-    return id == 1 ? lsh_embedded(r, o, 1, m->parts[0], 0) : lsh_repeated(r, o, 2, m->parts[1], 0);
+    return id == 1 ? embedded(r, o, 1, m->parts[0], 0) : repeated(r, o, 2, m->parts[1], 0);
 }
 
 static const Field SCOPE_SPANS_FIELDS[] = {{"scope", 1}, {"spans", 2}, {NULL, 0}};
@@ -188,13 +188,13 @@ static const Field REQUEST_FIELDS[] = {{"resourceSpans", 1}, {"resourceLogs", 2}
 static int request_member(Reader *r, Out *o, const Message *m, int id, int depth) {
     if (id != 1)
         return FALLBACK;
-    return lsh_read_literal(r, "null") ? 0 : lsh_repeated(r, o, 1, &RESOURCE_SPANS, 0);
+    return lsh_read_literal(r, "null") ? 0 : repeated(r, o, 1, &RESOURCE_SPANS, 0);
 }
 
 static const Message REQUEST = {REQUEST_FIELDS, -1, 0, request_member, {NULL, NULL}};
 
 int lsh_request(Reader *r, Out *o) {
-    int rc = lsh_message(r, o, &REQUEST, 0);
+    int rc = read_message(r, o, &REQUEST, 0);
     if (rc)
         return rc;
     skip_ws(r);

@@ -11,7 +11,7 @@ static int key_value_member(Reader *r, Out *o, const Message *m, int id, int dep
     case 1:
         return lsh_string_field(r, o, 1);
     case 2:
-        return lsh_embedded(r, o, 2, &ANY_VALUE, depth + 1);
+        return embedded(r, o, 2, &ANY_VALUE, depth + 1);
     default:
         return lsh_read_int(r, 31, &index);
     }
@@ -23,7 +23,7 @@ static const Field VALUES_FIELDS[] = {{"values", 1}, {NULL, 0}};
 
 /* ArrayValue or KeyValueList: {"values": [...]}, AnyValues one level down or KeyValues at this one. */
 static int values_member(Reader *r, Out *o, const Message *m, int id, int depth) {
-    return lsh_repeated(r, o, 1, m->parts[0], m->kind == K_ARRAY ? depth + 1 : depth);
+    return repeated(r, o, 1, m->parts[0], m->kind == K_ARRAY ? depth + 1 : depth);
 }
 
 static const Message ARRAY_VALUE = {VALUES_FIELDS, K_ARRAY, 0, values_member, {&ANY_VALUE, NULL}};
@@ -60,7 +60,7 @@ static int any_value_member(Reader *r, Out *o, const Message *m, int id, int dep
     }
     case 5:
     case 6:
-        return lsh_embedded(r, o, id, m->parts[id - 5], depth);
+        return embedded(r, o, id, m->parts[id - 5], depth);
     default:
         return lsh_bytes_field(r, o, 7);
     }

@@ -311,11 +311,11 @@ static inline void slices_free(Slices *a) {
 }
 
 /* The block of a buffer (Buf, Raw) grown to hold need bytes, its capacity doubling from first: the new block, or
- * NULL with MemoryError set. realloc is the allocator the buffer's free goes with. */
-static inline void *grown(void *p, size_t *cap, size_t need, size_t first, void *(*realloc)(void *, size_t)) {
+ * NULL with MemoryError set. resize is the allocator's realloc, the one the buffer's free goes with. */
+static inline void *grown(void *p, size_t *cap, size_t need, size_t first, void *(*resize)(void *, size_t)) {
     size_t c = *cap ? *cap : first;
     while (c < need) c *= 2;
-    void *q = realloc(p, c);
+    void *q = resize(p, c);
     if (q == NULL) {
         PyErr_NoMemory();
         return NULL;

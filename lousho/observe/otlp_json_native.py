@@ -24,13 +24,10 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from lousho.observe import otlp_decode, otlp_native
+from lousho.observe import native_ext, otlp_decode, otlp_native
 from lousho.observe.otlp_decode import Decoded
 
-try:
-    from lousho.observe import _otlp_json
-except ImportError:  # not built: the caller falls back to the Python decoder
-    _otlp_json = None
+_otlp_json = native_ext.load("_otlp_json")
 
 AVAILABLE = _otlp_json is not None and otlp_native.AVAILABLE
 NAME = "native" if AVAILABLE else "python"

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lousho.observe import conventions, normalise, otlp_decode
+from lousho.observe import conventions, native_ext, normalise, otlp_decode
 from lousho.observe.otlp_decode import (
     _FAIL_LABELS,
     _KINDS,
@@ -41,10 +41,7 @@ from lousho.observe.otlp_decode import (
 )
 from lousho.observe.schema import PROMOTED_TEXT
 
-try:
-    from lousho.observe import _otlp_native
-except ImportError:  # not built: the caller falls back to the Python decoder
-    _otlp_native = None
+_otlp_native = native_ext.load("_otlp_native")
 
 AVAILABLE = _otlp_native is not None
 NAME = "native" if AVAILABLE else "python"

@@ -64,4 +64,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_otlp_json", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__otlp_json(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__otlp_json(void) {
+    lsh_init_digits();
+    return PyModule_Create(&module);
+}

@@ -49,15 +49,23 @@ int lsh_next_key(Reader *r, int *first, const Field *fields, int kind, uint64_t 
 
 /* --- scalars as json_format converts them --- */
 
+/* A scalar json_format also takes written as a JSON string: 1 with that string read, 0 if the value is not a
+ * string, or an error. */
+static int string_form(Reader *r, const char **s, size_t *n) {
+    if (peek(r) != '"')
+        return 0;
+    int rc = lsh_read_string(r, s, n);
+    return rc ? rc : 1;
+}
+
 /* An integer field: a JSON integer, or a string of ASCII digits (ParseDict's int() takes more: handed back). */
 static int read_integer(Reader *r, int *negative, uint64_t *magnitude) {
-    int c = peek(r);
-    if (c == '"') {
-        const char *s;
-        size_t n;
-        int rc = lsh_read_string(r, &s, &n);
-        if (rc)
-            return rc;
+    const char *s;
+    size_t n;
+    int rc = string_form(r, &s, &n);
+    if (rc < 0)
+        return rc;
+    if (rc) {
         size_t i = 0;
         *negative = 0;
         *magnitude = 0;
@@ -77,10 +85,10 @@ static int read_integer(Reader *r, int *negative, uint64_t *magnitude) {
         }
         return 0;
     }
+    int c = peek(r);
     if (c == '-' || (c >= '0' && c <= '9')) {
         Number num;
-        int rc = lsh_read_number(r, &num);
-        if (rc)
+        if ((rc = lsh_read_number(r, &num)))
             return rc;
         if (!num.is_int || num.overflow)
             return FALLBACK;
@@ -121,12 +129,12 @@ int lsh_read_int(Reader *r, int64_t bits, int64_t *v) {
 }
 
 int lsh_read_enum(Reader *r, const char *const *names, int count, int64_t *v) {
-    if (peek(r) == '"') {
-        const char *s;
-        size_t n;
-        int rc = lsh_read_string(r, &s, &n);
-        if (rc)
-            return rc;
+    const char *s;
+    size_t n;
+    int rc = string_form(r, &s, &n);
+    if (rc < 0)
+        return rc;
+    if (rc) {
         for (int i = 0; i < count; i++)
             if (strlen(names[i]) == n && memcmp(names[i], s, n) == 0) {
                 *v = i;
@@ -138,13 +146,12 @@ int lsh_read_enum(Reader *r, const char *const *names, int count, int64_t *v) {
 }
 
 int lsh_read_double(Reader *r, double *v) {
-    int c = peek(r);
-    if (c == '"') {
-        const char *s;
-        size_t n;
-        int rc = lsh_read_string(r, &s, &n);
-        if (rc)
-            return rc;
+    const char *s;
+    size_t n;
+    int rc = string_form(r, &s, &n);
+    if (rc < 0)
+        return rc;
+    if (rc) {
         if (n == 3 && memcmp(s, "NaN", 3) == 0)
             *v = Py_NAN;
         else if (n == 8 && memcmp(s, "Infinity", 8) == 0)
@@ -155,11 +162,11 @@ int lsh_read_double(Reader *r, double *v) {
             return FALLBACK;
         return 0;
     }
+    int c = peek(r);
     if (c != '-' && (c < '0' || c > '9'))
         return FALLBACK;
     Number num;
-    int rc = lsh_read_number(r, &num);
-    if (rc)
+    if ((rc = lsh_read_number(r, &num)))
         return rc;
     if (num.is_int) {
         /* float(int): exact up to 2^53; -0 is the integer 0, so +0.0 */
@@ -196,44 +203,60 @@ int lsh_read_bool(Reader *r, int *v) {
     return 0;
 }
 
-int lsh_string_field(Reader *r, Out *o, int field) {
-    if (peek(r) != '"')
-        return FALLBACK;
+/* The string fields: a JSON string, converted on its way to the wire (as it is, hex ids, base64 bytes). */
+typedef int (*Convert)(Out *o, int field, const char *s, size_t n);
+
+static inline int string_as(Reader *r, Out *o, int field, Convert convert) {
     const char *s;
     size_t n;
     int rc = lsh_read_string(r, &s, &n);
-    if (rc)
-        return rc;
+    return rc ? rc : convert(o, field, s, n);
+}
+
+/* As it is; with o NULL, a field the reference does not read, only checked. */
+static int text(Out *o, int field, const char *s, size_t n) {
     return o ? lsh_put_bytes_field(o, field, s, n) : 0;
 }
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+int lsh_string_field(Reader *r, Out *o, int field) {
+    return string_as(r, o, field, text);
+}
+
+/* The alphabets of hex ids and base64 bytes, as runs of characters each with the value of its first; expanded
+ * by lsh_init_digits into tables of each byte's value (-1: not a digit), as a per-character search costs. */
+typedef struct {
+    char first, last;
+    int value;
+} Digits;
+
+static const Digits HEX_RUNS[] = {{'0', '9', 0}, {'a', 'f', 10}, {'A', 'F', 10}, {0, 0, 0}};
+/* Both base64 alphabets, standard and urlsafe. */
+static const Digits BASE64_RUNS[] = {{'A', 'Z', 0}, {'a', 'z', 26}, {'0', '9', 52}, {'+', '+', 62},
+                                     {'-', '-', 62}, {'/', '/', 63}, {'_', '_', 63}, {0, 0, 0}};
+static signed char HEX[256], BASE64[256];
+
+static void expand(signed char *table, const Digits *runs) {
+    memset(table, -1, 256);
+    for (const Digits *d = runs; d->first; d++)
+        for (int c = d->first; c <= d->last; c++)
+            table[c] = (signed char)(d->value + (c - d->first));
+}
+
+void lsh_init_digits(void) {
+    expand(HEX, HEX_RUNS);
+    expand(BASE64, BASE64_RUNS);
 }
 
 /* A span or link id in hex, as the reference's bytes.fromhex reads it (without the whitespace it also
  * allows); "" is no id. The length is the protobuf decoder's to check. */
-int lsh_hex_id_field(Reader *r, Out *o, int field) {
-    if (peek(r) != '"')
-        return FALLBACK;
-    const char *s;
-    size_t n;
-    int rc = lsh_read_string(r, &s, &n);
-    if (rc)
-        return rc;
+static int hex_id(Out *o, int field, const char *s, size_t n) {
     if (n == 0)
         return 0;
     if (n % 2 || n > 256)
         return FALLBACK;
     unsigned char raw[128];
     for (size_t i = 0; i < n; i += 2) {
-        int hi = hex_value(s[i]), lo = hex_value(s[i + 1]);
+        int hi = HEX[(unsigned char)s[i]], lo = HEX[(unsigned char)s[i + 1]];
         if (hi < 0 || lo < 0)
             return FALLBACK;
         raw[i / 2] = (unsigned char)(hi << 4 | lo);
@@ -241,30 +264,14 @@ int lsh_hex_id_field(Reader *r, Out *o, int field) {
     return lsh_put_bytes_field(o, field, raw, n / 2);
 }
 
-static int b64_value(char c) {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
+int lsh_hex_id_field(Reader *r, Out *o, int field) {
+    return string_as(r, o, field, hex_id);
 }
 
 /* bytesValue as json_format reads it (urlsafe_b64decode after padding, so either alphabet): the plain
  * shapes only; excess padding, stray characters and the like are handed back. */
-int lsh_bytes_field(Reader *r, Out *o, int field) {
-    if (peek(r) != '"')
-        return FALLBACK;
-    const char *s;
-    size_t n;
-    int rc = lsh_read_string(r, &s, &n);
-    if (rc)
-        return rc;
+static int base64(Out *o, int field, const char *s, size_t n) {
+    int rc;
     size_t data = n;
     while (data && s[data - 1] == '=')
         data--;
@@ -281,7 +288,7 @@ int lsh_bytes_field(Reader *r, Out *o, int field) {
     uint32_t acc = 0;
     int bits = 0;
     for (size_t i = 0; i < data; i++) {
-        int v = b64_value(s[i]);
+        int v = BASE64[(unsigned char)s[i]];
         if (v < 0)
             return FALLBACK;
         acc = acc << 6 | (uint32_t)v;
@@ -293,4 +300,8 @@ int lsh_bytes_field(Reader *r, Out *o, int field) {
         }
     }
     return lsh_end_message(o, mark);
+}
+
+int lsh_bytes_field(Reader *r, Out *o, int field) {
+    return string_as(r, o, field, base64);
 }

@@ -23,6 +23,29 @@ static int id_of(PyObject *key) {
     return id;
 }
 
+/* A tuple of column types, each a T_* storage. */
+static int storage_of(PyObject *types, int *storage) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(types, i));
+        if (type < 0 || type > T_I32) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 4");
+            return -1;
+        }
+        storage[i] = (int)type;
+    }
+    return 0;
+}
+
+/* Marks each key of a tuple with flag (K_*). */
+static int flag_keys(PyObject *names, uint8_t flag) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        int id = id_of(PyTuple_GET_ITEM(names, i));
+        if (id < 0) return -1;
+        lsh_cfg.flags[id] |= flag;
+    }
+    return 0;
+}
+
 /* configure(bad_payload, tail, price, kinds, statuses, name_operations, agent_operation, reported, price_table,
  *           keys, fallback_keys, message_keys, operation_key, probe_key, promote_spec, special,
  *           (evaluation, exception, details event names), pass_labels, fail_labels, column_types, score_types) */
@@ -41,22 +64,8 @@ PyObject *lsh_configure(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "wrong number of column types");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < N_SCORE; i++) {
-        long type = PyLong_AsLong(PyTuple_GET_ITEM(score_types, i));
-        if (type < 0 || type > T_I32) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 4");
-            return NULL;
-        }
-        lsh_cfg.score_storage[i] = (int)type;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(column_types); i++) {
-        long type = PyLong_AsLong(PyTuple_GET_ITEM(column_types, i));
-        if (type < 0 || type > T_I32) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column's type is 0 to 4");
-            return NULL;
-        }
-        lsh_cfg.storage[i] = (int)type;
-    }
+    if (storage_of(score_types, lsh_cfg.score_storage) < 0 || storage_of(column_types, lsh_cfg.storage) < 0)
+        return NULL;
     lsh_cfg.ncols = (int)PyTuple_GET_SIZE(column_types);
     if (PyTuple_GET_SIZE(events) != 3) {
         PyErr_SetString(PyExc_ValueError, "three event names");
@@ -91,16 +100,7 @@ PyObject *lsh_configure(PyObject *self, PyObject *args) {
         lsh_cfg.table[slot] = (size_t)i;
     }
     lsh_cfg.nkeys = (size_t)n;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fallback); i++) {
-        int id = id_of(PyTuple_GET_ITEM(fallback, i));
-        if (id < 0) return NULL;
-        lsh_cfg.flags[id] |= K_FALLBACK;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(messages); i++) {
-        int id = id_of(PyTuple_GET_ITEM(messages, i));
-        if (id < 0) return NULL;
-        lsh_cfg.flags[id] |= K_MESSAGES;
-    }
+    if (flag_keys(fallback, K_FALLBACK) < 0 || flag_keys(messages, K_MESSAGES) < 0) return NULL;
     if ((lsh_cfg.op_key = id_of(op_key)) < 0 || (lsh_cfg.probe_key = id_of(probe_key)) < 0) return NULL;
     Slice *names[3] = {&lsh_cfg.evaluation, &lsh_cfg.exception, &lsh_cfg.details};
     for (int i = 0; i < 3; i++) {
@@ -130,19 +130,13 @@ PyObject *lsh_configure(PyObject *self, PyObject *args) {
             return NULL;
         }
     }
-    Py_XSETREF(lsh_cfg.owner, Py_NewRef(keys));
-    Py_XSETREF(lsh_cfg.bad_payload, Py_NewRef(bad));
-    Py_XSETREF(lsh_cfg.tail, Py_NewRef(tail));
-    Py_XSETREF(lsh_cfg.price, Py_NewRef(price));
-    Py_XSETREF(lsh_cfg.kinds, Py_NewRef(kinds));
-    Py_XSETREF(lsh_cfg.statuses, Py_NewRef(statuses));
-    Py_XSETREF(lsh_cfg.prefixes, Py_NewRef(prefixes));
-    Py_XSETREF(lsh_cfg.agent_op, Py_NewRef(agent_op));
-    Py_XSETREF(lsh_cfg.reported, Py_NewRef(reported));
-    Py_XSETREF(lsh_cfg.price_table, Py_NewRef(price_table));
-    Py_XSETREF(lsh_cfg.event_names, Py_NewRef(events));
-    Py_XSETREF(lsh_cfg.pass_labels, Py_NewRef(pass_labels));
-    Py_XSETREF(lsh_cfg.fail_labels, Py_NewRef(fail_labels));
+    /* The objects the decoder reads, held until the next configure(). */
+    PyObject **kept[] = {&lsh_cfg.owner, &lsh_cfg.bad_payload, &lsh_cfg.tail, &lsh_cfg.price, &lsh_cfg.kinds,
+                         &lsh_cfg.statuses, &lsh_cfg.prefixes, &lsh_cfg.agent_op, &lsh_cfg.reported,
+                         &lsh_cfg.price_table, &lsh_cfg.event_names, &lsh_cfg.pass_labels, &lsh_cfg.fail_labels};
+    PyObject *values[] = {keys, bad, tail, price, kinds, statuses, prefixes, agent_op, reported, price_table, events,
+                          pass_labels, fail_labels};
+    for (size_t i = 0; i < sizeof(kept) / sizeof(*kept); i++) Py_XSETREF(*kept[i], Py_NewRef(values[i]));
     lsh_cfg.ready = 1;
     Py_RETURN_NONE;
 }

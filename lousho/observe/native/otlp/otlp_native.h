@@ -310,17 +310,25 @@ static inline void slices_free(Slices *a) {
     a->n = a->cap = 0;
 }
 
+/* The block of a buffer (Buf, Raw) grown to hold need bytes, its capacity doubling from first: the new block, or
+ * NULL with MemoryError set. resize is the allocator's realloc, the one the buffer's free goes with. */
+static inline void *grown(void *p, size_t *cap, size_t need, size_t first, void *(*resize)(void *, size_t)) {
+    size_t c = *cap ? *cap : first;
+    while (c < need) c *= 2;
+    void *q = resize(p, c);
+    if (q == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    *cap = c;
+    return q;
+}
+
 static inline int buf_reserve(Buf *b, size_t extra) {
     if (b->n + extra <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->p, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    char *p = grown(b->p, &b->cap, b->n + extra, 4096, PyMem_Realloc);
+    if (p == NULL) return -1;
     b->p = p;
-    b->cap = cap;
     return 0;
 }
 
@@ -404,15 +412,9 @@ static inline int want_string(Decoder *d, const Field *f) {
 
 static inline int raw_reserve(Raw *b, size_t extra) {
     if (b->n + extra <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + extra) cap *= 2;
-    uint8_t *p = PyMem_RawRealloc(b->p, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    uint8_t *p = grown(b->p, &b->cap, b->n + extra, 64, PyMem_RawRealloc);
+    if (p == NULL) return -1;
     b->p = p;
-    b->cap = cap;
     return 0;
 }
 

@@ -33,6 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from lousho.observe import _otlp_json, otlp_decode, otlp_json_native, otlp_native
 from lousho.observe.process import start_daemon
+from lousho.observe.store import arrow_batch
 
 _IDS = re.compile(rb'"(traceId|spanId|parentSpanId)": ?"([0-9a-f]+)"')
 
@@ -120,6 +121,12 @@ def ingest(bodies: list[bytes], spans_per_body: int, clients: int, seconds: floa
             daemon.stop()
 
 
+def _rows(decoded: otlp_decode.Decoded) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The span and score rows the store would insert: what the two decoders must agree on."""
+    batch = arrow_batch(decoded)
+    return batch.spans.to_pydict(), batch.scores.to_pydict()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bodies", type=int, default=4, help="distinct 512-span bodies")
@@ -133,7 +140,7 @@ def main() -> int:
     protobuf = [t.stamp() for t in templates]
     spans = sum(t.span_count for t in templates)
     bodies = [as_json(b) for b in protobuf]
-    assert all(repr(otlp_json_native.decode_json(b)) == repr(otlp_decode.decode_json(b)) for b in bodies)
+    assert all(_rows(otlp_json_native.decode_json(b)) == _rows(otlp_decode.decode_json(b)) for b in bodies)
     doc: dict[str, Any] = {
         "command": common.reproduce_command(),
         "loadavg_before": Path("/proc/loadavg").read_text().strip(),

@@ -70,6 +70,21 @@ class Replicas:
     def alive(self) -> list[subprocess.Popen[bytes]]:
         return [p for p in self.procs if p.poll() is None]
 
+    def running(self, ledger: Path, wait_s: float = 10.0) -> list[subprocess.Popen[bytes]]:
+        """The live replicas inside a run now (their ledger's last line is not ``finished``), waiting up to
+        ``wait_s`` for one: a kill aimed at a replica still starting, or between two runs, would cut nothing."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            inside = []
+            for proc in self.alive():
+                path = ledger / f"{proc.pid}.txt"
+                last = path.read_text().rstrip("\n").rsplit("\n", 1)[-1] if path.exists() else ""
+                if last and not last.startswith("finished "):
+                    inside.append(proc)
+            if inside or time.monotonic() > deadline:
+                return inside
+            time.sleep(0.01)
+
     def kill(self, proc: subprocess.Popen[bytes]) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
@@ -143,7 +158,7 @@ def test_replicas_killed_at_random_recover_every_run_exactly_once(pg_url: str, t
             assert not replicas.died_on_their_own(), replicas.died_on_their_own()
             if count_finished(pg_url) == RUNS:
                 break  # nothing left to interrupt
-            replicas.kill(rng.choice(replicas.alive()))
+            replicas.kill(rng.choice(replicas.running(ledger) or replicas.alive()))
             replicas.start()
         deadline = time.monotonic() + FINISH_TIMEOUT_S
         while count_finished(pg_url) < RUNS and time.monotonic() < deadline:

@@ -414,7 +414,8 @@ def test_bodies_of_the_python_sdk_decode_the_same_the_native_way():
 
 
 def test_bodies_of_the_js_sdk_json_exporter_decode_the_same_the_native_way():
-    """Bodies the JS SDK's OTLP/HTTP exporter sent in its default JSON mode (fixtures/make_js_otlp_json_body.mjs)."""
+    """Bodies the JS SDK's OTLP/HTTP exporter sent in its default JSON mode
+    (`node fixtures/make_js_otlp_body.mjs json`)."""
     bodies = (FIXTURES / "js-otlp-json.jsonl").read_bytes().splitlines()
     with _Paths() as paths:
         outcomes = [assert_same(body) for body in bodies]

@@ -13,6 +13,7 @@ from otlp_bodies import chat_span, new_ids, request
 from lousho.observe.process import start_daemon
 
 REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
@@ -23,7 +24,8 @@ def test_ready_line_and_metrics_name_the_native_decoder(daemon):
 
 
 @pytest.mark.system
-def test_a_source_tree_without_the_built_module_runs_the_python_decoder(tmp_path):
+def test_a_source_tree_without_the_built_modules_runs_the_python_decoders(tmp_path):
+    """Neither extension built: protobuf and OTLP/JSON both decode with the reference, and the daemon says so."""
     tree = tmp_path / "src"
     shutil.copytree(REPO / "lousho", tree / "lousho", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     # PYTHONSAFEPATH: python -m must not import the built tree from the working directory.
@@ -36,6 +38,12 @@ def test_a_source_tree_without_the_built_module_runs_the_python_decoder(tmp_path
                      "application/x-protobuf")
         assert reply.status == 200
         assert sql(process.url, "SELECT span_id FROM spans") == [{"span_id": span_id.hex()}]
+        assert any("json_decoder=python" in line for line in process.output[:3]), process.output[:3]
+        assert 'lousho_json_decoder_info{decoder="python"} 1' in get(process.url, "/metrics").body.decode()
+        body = (FIXTURES / "js-otlp-json.jsonl").read_bytes().splitlines()[1]
+        assert post(process.url, "/v1/traces", body, "application/json").status == 200
+        assert sql(process.url, "SELECT status_code FROM spans WHERE span_id != ?",
+                   [span_id.hex()]) == [{"status_code": "ERROR"}]
     finally:
         assert process.stop() == 0, "\n".join(process.output[-30:])
 

@@ -14,7 +14,6 @@ import json
 import math
 import random
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from otlp_mutations import mutated_json
 from test_native_decode import _common_span, generated_bodies, ld
 
 from lousho.observe import otlp_decode, otlp_json_native
-from lousho.observe.process import start_daemon
 from lousho.observe.store import arrow_batch
 from lousho.observe.workload import WorkloadPlan, emit_runs
 
@@ -439,19 +437,3 @@ def test_a_json_body_is_stored_by_the_native_path_and_the_daemon_says_so(daemon)
     span_id = json.loads(body)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"]
     rows = sql(daemon.url, "SELECT span_id, service_name, input_tokens FROM spans")
     assert rows == [{"span_id": span_id, "service_name": "js-agent", "input_tokens": 1200}]
-
-
-@pytest.mark.system
-def test_a_source_tree_without_the_built_modules_decodes_json_with_the_reference(tmp_path):
-    tree = tmp_path / "src"
-    shutil.copytree(REPO / "lousho", tree / "lousho", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    # PYTHONSAFEPATH: python -m must not import the built tree from the working directory.
-    process = start_daemon(tmp_path / "observe.duckdb", env={"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"})
-    try:
-        assert any("json_decoder=python" in line for line in process.output[:3]), process.output[:3]
-        assert 'lousho_json_decoder_info{decoder="python"} 1' in get(process.url, "/metrics").body.decode()
-        body = (FIXTURES / "js-otlp-json.jsonl").read_bytes().splitlines()[1]
-        assert post(process.url, "/v1/traces", body, "application/json").status == 200
-        assert sql(process.url, "SELECT status_code FROM spans") == [{"status_code": "ERROR"}]
-    finally:
-        assert process.stop() == 0, "\n".join(process.output[-30:])

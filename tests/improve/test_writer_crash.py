@@ -18,7 +18,6 @@ from click.testing import CliRunner
 
 from lousho.improve import audit, writer
 from lousho.improve.cli import improve
-from lousho.improve.faults import FAULT_ENV, TRACE_ENV
 from lousho.improve.harness import Harness, harness_revision
 from lousho.improve.state import Paths
 
@@ -28,6 +27,7 @@ NEW = {"instructions.md": "You keep the ledger. Check every sum twice.\n",
        "skills/beta/SKILL.md": "---\ndescription: New notes.\n---\nSubtract with the sub tool.\n"}
 TOOLS = "def add(numbers):\n    return sum(numbers)\n"
 OLD_REV, NEW_REV = Harness(OLD).revision, Harness(NEW).revision
+FAULT_ENV, TRACE_ENV = "LOUSHO_IMPROVE_FAULT", "LOUSHO_IMPROVE_FAULT_TRACE"  # lousho.improve.faults
 
 # Every point an apply of that edit passes, in order (instructions.md replaced, alpha removed, beta added);
 # test_the_fault_points_are_every_point_an_apply_passes keeps this list honest.

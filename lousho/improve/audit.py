@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lousho.errors import LoushoError
+from lousho.improve import faults
 from lousho.improve.injection import plain_text
 from lousho.improve.state import Paths, iso, now_utc, write_json
 
@@ -72,9 +73,11 @@ def append(paths: Paths, action: str, **fields: Any) -> dict[str, Any]:
 
     Serialised across threads and processes by ``flock`` on ``.lousho/audit.lock``. The chain is built on
     the log's actual last line, never on the head: if the log was tampered with, the event is still
-    recorded (never lose an event) and ``verify`` keeps reporting the earlier break. Order: the line is
-    written and fsynced, then the head is replaced atomically. A crash between the two leaves one line
-    more than the head records, which ``verify`` reports.
+    recorded (never lose an event) and ``verify`` keeps reporting the earlier break. Order: the head is
+    rewritten with the coming line's hash as ``pending``, the line is written and fsynced, then the head is
+    replaced atomically. A crash between the last two leaves one line more than the head counts, whose hash
+    the head names as pending: ``verify`` accepts that one line as an append cut short, and the next append
+    completes the head. Any other extra line is still reported.
     """
     reserved = sorted(_RESERVED & set(fields))
     if reserved:
@@ -88,7 +91,12 @@ def append(paths: Paths, action: str, **fields: Any) -> dict[str, Any]:
         count, last, needs_newline = _tail(paths.audit)
         entry.update(seq=count + 1, at=iso(now_utc()), prev=line_hash(last) if count else GENESIS)
         line = _encode(entry)
+        head = _read_head(paths.audit_head)
+        if isinstance(head, tuple) and head[0] == count and not needs_newline:
+            write_json(paths.audit_head, {"count": count, "hash": head[1],
+                                          "pending": {"count": count + 1, "hash": line_hash(line)}})
         _write_line((b"\n" if needs_newline else b"") + line + b"\n", paths.audit)
+        faults.point(f"audit:{entry['action']}:written")
         write_json(paths.audit_head, {"count": count + 1, "hash": line_hash(line)})
     return entry
 
@@ -159,6 +167,10 @@ def _check_head(paths: Paths, lines: list[bytes]) -> AuditVerdict:
     if isinstance(head, str):
         return _broken(n, max(n, 1), f"the head file {paths.audit_head.name} is not valid: {head}")
     count, digest = head
+    if count == n - 1 and _pending(paths.audit_head) == (n, line_hash(lines[-1])) and (
+            count == 0 or line_hash(lines[count - 1]) == digest):
+        return AuditVerdict(True, n, None, f"{n} lines, chain and head match (the head's update for line {n} was "
+                                           "cut short; the next entry completes it)")
     if count > n:
         return _broken(n, n + 1, f"the log ends at line {n} but the head says {count} lines: the tail was truncated")
     if count < n:
@@ -189,6 +201,17 @@ def _read_head(path: Path) -> tuple[int, str] | str | None:
     if not isinstance(count, int) or isinstance(count, bool) or count < 0 or not isinstance(digest, str):
         return 'expected {"count": <lines>, "hash": <sha256 of the last line>}'
     return count, digest
+
+
+def _pending(path: Path) -> tuple[int, str] | None:
+    """The head's ``pending`` (count, hash): the line an append was writing when it was cut short."""
+    try:
+        pending = json.loads(path.read_text(encoding="utf-8")).get("pending")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    if isinstance(pending, dict) and isinstance(pending.get("count"), int) and isinstance(pending.get("hash"), str):
+        return pending["count"], pending["hash"]
+    return None
 
 
 def _lines(path: Path) -> tuple[list[bytes], bool]:

@@ -10,6 +10,7 @@ import click
 
 from lousho.errors import UsageError
 from lousho.improve.audit import entries, verify
+from lousho.improve.journal import recover
 from lousho.improve.state import Paths
 
 _SHOWN = ("seq", "at", "action", "prev")
@@ -30,8 +31,15 @@ def audit(agent_dir: str, check: bool) -> None:
     if not Path(agent_dir).is_dir():
         raise AgentDirMissing(f"{agent_dir}: no such directory")
     paths = Paths(Path(agent_dir))
+    # An apply cut short is undone (and logged) first: the log then says what the harness holds.
+    recovery = recover(paths)
+    if recovery is not None:
+        click.echo(f"audit: recovered an interrupted write: {recovery.describe()}")
     if check:
         verdict = verify(paths)
+        if recovery is not None and recovery.outcome == "apply-unrecoverable":
+            click.echo(f"audit: BROKEN: the harness is not a whole revision: {recovery.reason}")
+            raise SystemExit(1)
         if verdict.ok:
             click.echo(f"audit: ok ({verdict.lines} lines)")
             return

@@ -106,6 +106,7 @@ def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: s
         _refuse_step_only(click.get_current_context(), "--watch" if watch else "--apply")
         _loop(agent_dir, check_path, options, as_json, watch, interval, ticks)
         return
+    recover_interrupted(agent_dir)
     with _progress(enabled=not as_json and sys.stderr.isatty()) as progress:
         result = improve_agent(agent_dir, check_path, options, environ=dict(os.environ), progress=progress)
     if as_json:
@@ -162,8 +163,28 @@ def _setup(agent_dir: Path, check_path: Path | None, options: Any = None, rate_l
     if not agent_dir.is_dir():
         raise UsageError(f"{agent_dir}: not a directory", code="LOUSHO_AGENT_DIR_INVALID",
                          hint="pass the harness directory (it holds instructions.md and skills/<name>/SKILL.md)")
+    recover_interrupted(agent_dir)
     return LoopSetup(agent_dir, check_path if check_path is not None else _no_check, options or StepOptions(),
                      dict(os.environ), rate_limit=rate_limit)
+
+
+def recover_interrupted(agent_dir: Path, *, quiet: bool = False) -> Any:
+    """Undo an apply a crash cut short before anything reads the harness (``journal``); says so on stderr."""
+    from lousho.improve.journal import recover
+    from lousho.improve.state import Paths
+
+    if not agent_dir.is_dir():
+        return None
+    recovery = recover(Paths(agent_dir))
+    if recovery is not None and not quiet:
+        _echo_err(f"improve: {recovery.describe()}")
+    return recovery
+
+
+def _echo_err(text: str) -> None:
+    from lousho.text_safety import visible
+
+    click.echo(visible(text, newlines=True), err=True)
 
 
 def _no_check(input_text: str, output: str | None) -> Any:
@@ -263,6 +284,7 @@ def revision_command(agent_dir: Path) -> None:
     ``lousho.harness.revision`` (the same as ``lousho.harness_revision(DIR)`` and ``status``)."""
     from lousho.improve.harness import harness_revision
 
+    recover_interrupted(agent_dir)
     click.echo(harness_revision(agent_dir))
 
 
@@ -276,10 +298,11 @@ def status(agent_dir: Path, as_json: bool) -> None:
     from lousho.improve import audit, lessons, proposals
     from lousho.improve.controls import kill_switch
     from lousho.improve.harness import read_harness
+    from lousho.improve.revisions import saved_revisions
     from lousho.improve.state import Paths, load_config, load_state
-    from lousho.improve.writer import saved_revisions
 
     paths = Paths(agent_dir)
+    recovery = recover_interrupted(agent_dir, quiet=True)
     _setup(agent_dir, None)
     verdict = audit.verify(paths)
     data = {
@@ -288,6 +311,7 @@ def status(agent_dir: Path, as_json: bool) -> None:
         "proposals": [{k: p[k] for k in ("id", "status", "revision", "created_at")} for p in proposals.list_all(paths)],
         "lessons": [asdict(le) for le in lessons.load(paths)], "revisions": saved_revisions(paths),
         "audit": {"ok": verdict.ok, "lines": verdict.lines, "reason": verdict.reason},
+        "recovery": asdict(recovery) if recovery is not None else None,
     }
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
@@ -304,6 +328,8 @@ def status(agent_dir: Path, as_json: bool) -> None:
     _echo(f"lessons      {sum(not le['retired'] for le in data['lessons'])} active, "
                f"{sum(le['retired'] for le in data['lessons'])} retired")
     _echo(f"audit        {'ok' if verdict.ok else 'BROKEN'} ({verdict.lines} lines)")
+    if recovery is not None:
+        _echo(f"recovered    {recovery.describe()}")
 
 
 def _echo(text: str, nl: bool = True) -> None:

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from lousho.errors import LoushoError
-from lousho.improve import audit, corpus, learn, lessons, proposals, traffic, writer
+from lousho.improve import audit, corpus, journal, learn, lessons, proposals, traffic, writer
 from lousho.improve.check_module import load_check_module, module_cases
 from lousho.improve.controls import kill_switch, refusal
 from lousho.improve.corpus import CheckDecision
@@ -38,6 +38,7 @@ def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:
     switch, budgets or cooldown)."""
     paths = setup.paths
     paths.ensure()
+    journal.recover(paths)  # an apply a crash cut short is undone before the cycle reads the harness
     now = setup.clock()
     config = load_config(paths)
     state = load_state(paths)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Literal
 
-from lousho.improve import traffic
+from lousho.improve import journal, traffic
 from lousho.improve.controls import kill_switch
 from lousho.improve.cycle import finish_traffic, rollback, run_cycle, run_guard, settle, supersede
 from lousho.improve.harness import read_harness
@@ -49,6 +49,7 @@ def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | No
     held, lease = acquire(paths, owner, interval if interval is not None else config.interval_seconds, now)
     if not held:
         return Tick("leased-elsewhere", f"the watcher {lease.owner if lease else '?'} holds the lease")
+    journal.recover(paths)  # an apply a crash cut short (this watcher's own, before a restart) is undone first
     stop = kill_switch(paths, setup.environ)
     if stop:
         return Tick("paused", f"kill switch: {stop}")

@@ -29,7 +29,8 @@ def test_auto_mode_applies_a_true_fix_after_the_canary_and_guards_it(tmp_path: P
         state = load_state(setup.paths)
         assert state.watched.before == before and state.watched.status == "monitoring"
         assert state.applies_today == 1 and state.cycles_today == 1 and state.tokens_today > 0
-        assert audit_actions(setup.agent_dir) == ["cycle-start", "canary", "apply", "guard", "cycle-end"]
+        assert audit_actions(setup.agent_dir) == ["cycle-start", "canary", "apply-begin", "apply", "guard",
+                                                 "cycle-end"]
         assert audit.verify(setup.paths).ok
         saved = sorted(p.name for p in setup.paths.revisions.iterdir())
         assert saved == sorted([before, result.revision])

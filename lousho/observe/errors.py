@@ -105,6 +105,15 @@ class StoreCorrupt(ObserveError):
     hint = "move the store file aside (or restore a backup) and start again; a new store is created"
 
 
+class StoreDiskFull(ObserveError):
+    """The store's file system has no room: commits fail until space returns. Nothing committed is lost
+    (the WAL keeps it), so this is retryable, never corruption; the daemon resumes by itself."""
+
+    code = "LOUSHO_STORE_DISK_FULL"
+    retryable = True
+    hint = "free space on the disk that holds the store; the daemon resumes by itself, no restart needed"
+
+
 class StoreLocked(ObserveError):
     """Another process (a running daemon) holds the store file's write lock."""
 

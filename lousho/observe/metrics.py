@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from lousho.observe.errors import StoreCorrupt
+from lousho.observe.errors import StoreCorrupt, StoreDiskFull
 
 
 @dataclass
@@ -30,6 +30,10 @@ class Metrics:
     queue_capacity_bytes: int = 0
     # Set once the store is found damaged: /healthz answers 503 with it from then on.
     store_damage: StoreCorrupt | None = None
+    # Set while the store's disk is full (retryable: exports get 503, /healthz says why); cleared when room returns.
+    store_disk_full: StoreDiskFull | None = None
+    store_disk_full_events: int = 0
+    requests_refused_disk_full: int = 0
     # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
     decoder: str = "python"
     # And for OTLP/JSON: "native" (the transcoder into the native decoder) or "python".
@@ -45,6 +49,15 @@ class Metrics:
         with self._lock:
             if self.store_damage is None:
                 self.store_damage = error
+
+    def set_disk_full(self, error: StoreDiskFull | None) -> bool:
+        """Record whether the disk is full now; returns whether that changed."""
+        with self._lock:
+            changed = (self.store_disk_full is None) != (error is None)
+            if error is not None and self.store_disk_full is None:
+                self.store_disk_full_events += 1
+            self.store_disk_full = error
+            return changed
 
     def observe_commit(self, seconds: float) -> None:
         with self._lock:
@@ -82,6 +95,13 @@ class Metrics:
                  self.queue_capacity_bytes),
                 ("lousho_store_corrupt", "gauge", "1 once the store file was found damaged",
                  int(self.store_damage is not None)),
+                ("lousho_store_disk_full", "gauge", "1 while the store's disk is full (exports get 503)",
+                 int(self.store_disk_full is not None)),
+                ("lousho_store_disk_full_total", "counter", "times the store's disk was found full",
+                 self.store_disk_full_events),
+                ("lousho_requests_refused_disk_full_total", "counter",
+                 "requests answered 503 (gRPC UNAVAILABLE) because the store's disk was full",
+                 self.requests_refused_disk_full),
             ]
         lines = []
         for name, kind, help_text, value in rows:

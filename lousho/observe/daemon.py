@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from lousho._listen import listen_tcp
+from lousho.observe import tls_dates
 from lousho.observe.config import DaemonConfig
 from lousho.observe.errors import StoreDiskFull, bind_error
 from lousho.observe.grpc_server import start_grpc
@@ -55,6 +56,12 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     builds the app served beside the API (the CLI passes the web page's)."""
     config.validate()
     metrics = Metrics(decoder=DECODER, json_decoder=JSON_DECODER)
+    if config.tls_cert is not None:
+        dates = tls_dates.read(config.tls_cert)
+        metrics.tls_not_after = dates.not_after
+        warning = tls_dates.expiry_warning(config.tls_cert, dates)
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window)
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull
@@ -33,6 +34,8 @@ class Metrics:
     # Set while the store's disk is full (retryable: exports get 503, /healthz says why); cleared when room returns.
     store_disk_full: StoreDiskFull | None = None
     store_disk_full_events: int = 0
+    # notAfter of the TLS certificate (seconds since the epoch), None without TLS: /metrics shows the days left.
+    tls_not_after: float | None = None
     requests_refused_disk_full: int = 0
     # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
     decoder: str = "python"
@@ -103,6 +106,10 @@ class Metrics:
                  "requests answered 503 (gRPC UNAVAILABLE) because the store's disk was full",
                  self.requests_refused_disk_full),
             ]
+            if self.tls_not_after is not None:
+                rows.append(("lousho_tls_cert_expiry_days", "gauge",
+                             "days until the TLS certificate expires (negative once it has)",
+                             round((self.tls_not_after - time.time()) / 86_400, 3)))
         lines = []
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]

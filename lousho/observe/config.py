@@ -7,6 +7,7 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lousho.observe import tls_dates
 from lousho.observe.errors import TlsIncomplete, TlsUnusable, UnsafeBind
 
 MIB = 1024 * 1024
@@ -61,11 +62,13 @@ class DaemonConfig:
 
 
 def _check_tls(cert: Path, key: Path) -> None:
-    """Load the pair once before anything is bound or created, so a bad file is a usage error."""
+    """Load the pair once before anything is bound or created, so a bad file (or an expired or not yet
+    valid certificate, which verifying clients would refuse) is a usage error."""
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as e:
         raise TlsUnusable(f"cannot use {cert} with {key}: {e}") from None
+    tls_dates.check(cert)
 
 
 def is_loopback(host: str) -> bool:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import uvicorn
 
 from lousho._listen import listen_tcp
+from lousho.observe import tls_dates
 from lousho.observe.config import DaemonConfig
-from lousho.observe.errors import bind_error
+from lousho.observe.errors import StoreDiskFull, bind_error
 from lousho.observe.grpc_server import start_grpc
 from lousho.observe.http_app import PageFactory, build_app
 from lousho.observe.http_protocol import protocol_with_header_timeout
@@ -55,6 +56,12 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     builds the app served beside the API (the CLI passes the web page's)."""
     config.validate()
     metrics = Metrics(decoder=DECODER, json_decoder=JSON_DECODER)
+    if config.tls_cert is not None:
+        dates = tls_dates.read(config.tls_cert)
+        metrics.tls_not_after = dates.not_after
+        warning = tls_dates.expiry_warning(config.tls_cert, dates)
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window)
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s
@@ -105,7 +112,10 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             # In-flight exports finish (the writer still runs); new ones are refused.
             grpc_server.stop(grace=config.shutdown_timeout_s).wait()
         writer.close()
-        store.checkpoint()
+        try:
+            store.checkpoint()
+        except StoreDiskFull as e:  # deliberate: the WAL keeps every committed span; the next start replays it
+            logger.warning("no checkpoint at exit: %s", e)
         store.close()
         sock.close()
     logger.info("drained and closed %s", config.db)

@@ -83,6 +83,20 @@ class TlsUnusable(UsageError):
     hint = "--tls-cert and --tls-key must be readable PEM files: a certificate and its private key"
 
 
+class TlsExpired(UsageError):
+    """The certificate's notAfter has passed: every client that verifies it would refuse the daemon."""
+
+    code = "LOUSHO_OBSERVE_TLS_EXPIRED"
+    hint = "renew the certificate (or pass a valid --tls-cert and its --tls-key) and start again"
+
+
+class TlsNotYetValid(UsageError):
+    """The certificate's notBefore is still to come: verifying clients refuse it until then."""
+
+    code = "LOUSHO_OBSERVE_TLS_NOT_YET_VALID"
+    hint = "check this machine's clock, or issue the certificate with a notBefore in the past"
+
+
 class TokenFileUnreadable(UsageError):
     code = "LOUSHO_OBSERVE_TOKEN_FILE"
     hint = "point --token-file at a readable file holding the token on one line"
@@ -103,6 +117,15 @@ class StoreCorrupt(ObserveError):
 
     code = "LOUSHO_STORE_CORRUPT"
     hint = "move the store file aside (or restore a backup) and start again; a new store is created"
+
+
+class StoreDiskFull(ObserveError):
+    """The store's file system has no room: commits fail until space returns. Nothing committed is lost
+    (the WAL keeps it), so this is retryable, never corruption; the daemon resumes by itself."""
+
+    code = "LOUSHO_STORE_DISK_FULL"
+    retryable = True
+    hint = "free space on the disk that holds the store; the daemon resumes by itself, no restart needed"
 
 
 class StoreLocked(ObserveError):

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from lousho.observe import otlp_native
 from lousho.observe.config import DaemonConfig
-from lousho.observe.errors import bind_error
+from lousho.observe.errors import StoreDiskFull, bind_error
 from lousho.observe.http_layers import bearer_matches
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload
@@ -56,6 +56,10 @@ class _TraceService:
             self._refuse(context)
         try:
             future.result()
+        except StoreDiskFull as e:
+            self._metrics.add(requests_refused_disk_full=1)
+            self._retry_later(context)
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{e.code}: {e.message}; {e.hint}")
         except Exception as e:
             code = grpc.StatusCode.UNAVAILABLE if is_transient(e) else grpc.StatusCode.INVALID_ARGUMENT
             context.abort(code, f"commit failed: {e}")
@@ -67,9 +71,13 @@ class _TraceService:
 
     def _refuse(self, context: grpc.ServicerContext) -> None:
         self._metrics.add(requests_refused_full=1)
+        self._retry_later(context)
+        context.abort(grpc.StatusCode.UNAVAILABLE, "the admission queue is full; retry later")
+
+    def _retry_later(self, context: grpc.ServicerContext) -> None:
+        """The RetryInfo the OTel exporters honour as the pause before their next try."""
         info = RetryInfo(retry_delay=Duration(seconds=self._config.retry_after_s))
         context.set_trailing_metadata((("google.rpc.retryinfo-bin", info.SerializeToString()),))
-        context.abort(grpc.StatusCode.UNAVAILABLE, "the admission queue is full; retry later")
 
 
 def _check_free(host: str, port: int | None) -> None:

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lousho.observe import otlp_json_native, otlp_native
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
-from lousho.observe.errors import ObserveError, SqlBusy, StoreCorrupt
+from lousho.observe.errors import ObserveError, SqlBusy, StoreCorrupt, StoreDiskFull
 from lousho.observe.http_guard import HostGuard
 from lousho.observe.http_layers import (
     GRPC_INTERNAL,
@@ -103,6 +103,11 @@ def build_app(
             # Not retryable (OTLP retries 429/502/503/504 only): resending cannot help a damaged file.
             metrics.mark_store_damaged(e)
             return _error(request, 500, e.code, e.message, e.hint, GRPC_INTERNAL)
+        except StoreDiskFull as e:
+            # Retryable: nothing is lost, and the daemon takes spans again once there is room.
+            metrics.add(requests_refused_disk_full=1)
+            return _error(request, 503, e.code, e.message, e.hint, GRPC_UNAVAILABLE,
+                          retry_after=config.retry_after_s)
         except Exception as e:
             if is_transient(e):
                 return _error(request, 503, "LOUSHO_OBSERVE_COMMIT_FAILED", str(e),
@@ -161,6 +166,11 @@ def build_app(
         if damage is not None:
             return JSONResponse({"status": "unhealthy", "code": damage.code, "message": damage.message,
                                  "hint": damage.hint}, status_code=503)
+        full = metrics.store_disk_full
+        if full is not None:
+            # 503: no span can be stored now; "degraded", not "unhealthy": it passes once there is room.
+            return JSONResponse({"status": "degraded", "reason": "disk full", "code": full.code,
+                                 "message": full.message, "hint": full.hint}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     async def metrics_route(request: Request) -> Response:

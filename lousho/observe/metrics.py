@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
-from lousho.observe.errors import StoreCorrupt
+from lousho.observe.errors import StoreCorrupt, StoreDiskFull
 
 
 @dataclass
@@ -30,6 +31,12 @@ class Metrics:
     queue_capacity_bytes: int = 0
     # Set once the store is found damaged: /healthz answers 503 with it from then on.
     store_damage: StoreCorrupt | None = None
+    # Set while the store's disk is full (retryable: exports get 503, /healthz says why); cleared when room returns.
+    store_disk_full: StoreDiskFull | None = None
+    store_disk_full_events: int = 0
+    # notAfter of the TLS certificate (seconds since the epoch), None without TLS: /metrics shows the days left.
+    tls_not_after: float | None = None
+    requests_refused_disk_full: int = 0
     # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
     decoder: str = "python"
     # And for OTLP/JSON: "native" (the transcoder into the native decoder) or "python".
@@ -45,6 +52,15 @@ class Metrics:
         with self._lock:
             if self.store_damage is None:
                 self.store_damage = error
+
+    def set_disk_full(self, error: StoreDiskFull | None) -> bool:
+        """Record whether the disk is full now; returns whether that changed."""
+        with self._lock:
+            changed = (self.store_disk_full is None) != (error is None)
+            if error is not None and self.store_disk_full is None:
+                self.store_disk_full_events += 1
+            self.store_disk_full = error
+            return changed
 
     def observe_commit(self, seconds: float) -> None:
         with self._lock:
@@ -82,7 +98,18 @@ class Metrics:
                  self.queue_capacity_bytes),
                 ("lousho_store_corrupt", "gauge", "1 once the store file was found damaged",
                  int(self.store_damage is not None)),
+                ("lousho_store_disk_full", "gauge", "1 while the store's disk is full (exports get 503)",
+                 int(self.store_disk_full is not None)),
+                ("lousho_store_disk_full_total", "counter", "times the store's disk was found full",
+                 self.store_disk_full_events),
+                ("lousho_requests_refused_disk_full_total", "counter",
+                 "requests answered 503 (gRPC UNAVAILABLE) because the store's disk was full",
+                 self.requests_refused_disk_full),
             ]
+            if self.tls_not_after is not None:
+                rows.append(("lousho_tls_cert_expiry_days", "gauge",
+                             "days until the TLS certificate expires (negative once it has)",
+                             round((self.tls_not_after - time.time()) / 86_400, 3)))
         lines = []
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]

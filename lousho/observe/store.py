@@ -9,6 +9,7 @@ and refuses a damaged store (``LOUSHO_STORE_CORRUPT``) rather than serving it.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lousho.observe import otlp_native, runs_table, schema, store_compaction, store_damage
-from lousho.observe.errors import StoreCorrupt, StoreMissing, StoreUnwritable
+from lousho.observe.errors import ObserveError, StoreCorrupt, StoreDiskFull, StoreMissing, StoreUnwritable
 from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 from lousho.observe.recent_keys import DEFAULT_CAPACITY, RecentKeys, first_occurrences
 from lousho.observe.runs_fold import RunsFold
@@ -35,6 +36,9 @@ _CONFIG = {"enable_external_access": False, "autoinstall_known_extensions": Fals
 # is large). The writer checkpoints when it is idle instead; this bound only caps the WAL (and crash
 # replay) under load that never lets up.
 _WRITER_CONFIG = {**_CONFIG, "checkpoint_threshold": "256MB"}
+# After a full disk, ``recover`` tries again only once the file system has this much room: a commit needs
+# little, but a checkpoint that finds no room invalidates the database and costs a reopen.
+RESUME_FREE_BYTES = 8 * 1024 * 1024
 
 _SPAN_TYPES: dict[str, pa.DataType] = {
     "key_hi": pa.uint64(),
@@ -130,6 +134,11 @@ class SpanStore:
     ``damaged``: ``on_damage`` is told once, and every later ``append`` raises the same StoreCorrupt
     without touching DuckDB (which has invalidated the database by then).
 
+    A full disk is not damage (store_damage.is_disk_full): the store is ``disk_full`` until ``recover``
+    finds room again; the commit that failed raises StoreDiskFull (retryable) and is rolled back. When
+    the failure was a checkpoint's, DuckDB has invalidated the database; ``recover`` opens it again, which
+    replays the WAL, so every span committed before is there.
+
     The kept runs are folded at open, at close and, with ``fold_thread``, by a thread of their own in
     between (runs_fold.py); without it only when ``fold`` is called (``runs`` is exact either way).
     """
@@ -153,6 +162,10 @@ class SpanStore:
             config["memory_limit"] = memory_limit
         self.path = path
         self.damaged: StoreCorrupt | None = None
+        self.disk_full: StoreDiskFull | None = None
+        self._invalidated = False  # by a fatal error on a full disk: DuckDB refuses all until reopened
+        self._config = config
+        self._fold_thread = fold_thread
         self._on_damage = on_damage
         self._recent = RecentKeys(dedup_window)
         self._con = _connect(path, read_only=False, config=config)
@@ -182,6 +195,8 @@ class SpanStore:
         Raises StoreCorrupt once the file is known to be damaged."""
         if self.damaged is not None:
             raise self.damaged
+        if self.disk_full is not None and self._invalidated:
+            raise self.disk_full
         converted = [b if isinstance(b, ArrowBatch) else arrow_batch(b) for b in batches]
         spans = _concat([b.spans for b in converted], SPAN_SCHEMA)
         scores = _concat([b.scores for b in converted], SCORE_SCHEMA)
@@ -239,7 +254,7 @@ class SpanStore:
         """Remove the later copies of spans committed since the last check; return how many spans went.
 
         While the filter holds every key ever stored, nothing can have got past it: only the check's mark moves."""
-        if self.damaged is not None:
+        if self.damaged is not None or self.disk_full is not None:
             return 0
         try:
             if not self.compaction_due:
@@ -257,14 +272,17 @@ class SpanStore:
         """A cursor on the same database: sees committed data, safe to use from another thread."""
         return self._con.cursor()
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
+        """Fold the WAL into the file; returns whether it ran (False: skipped, try again later)."""
         if self.damaged is not None:
-            return  # nothing to fold in: DuckDB refuses every statement on an invalidated database
+            return False  # nothing to fold in: DuckDB refuses every statement on an invalidated database
+        if self.disk_full is not None:
+            return False  # it would find no room either (and invalidate the database): the WAL keeps everything
         # DuckDB refuses a CHECKPOINT while the fold's transaction is open. The writer checkpoints when
         # idle, as the fold runs: rather than keep the next commit waiting behind a fold, skip this one
         # (the WAL keeps everything; the next idle moment, or closing the database, checkpoints).
         if not self._fold.lock.acquire(blocking=False):
-            return
+            return False
         try:
             self._con.execute("CHECKPOINT")
         except duckdb.Error as e:
@@ -272,14 +290,55 @@ class SpanStore:
             raise
         finally:
             self._fold.lock.release()
+        return True
 
     def fold(self) -> int:
         """Fold everything committed now; returns the spans folded."""
         return self._fold.fold_now()
 
+    def recover(self) -> bool:
+        """After a full disk: True once the store takes writes again (``disk_full`` is cleared).
+
+        Tries nothing until the file system has ``RESUME_FREE_BYTES`` free. Opens the database again when
+        DuckDB invalidated it (or it answers nothing): that replays the WAL, losing nothing committed."""
+        if self.disk_full is None:
+            return True
+        if self.damaged is not None or _free_bytes(self.path) < RESUME_FREE_BYTES:
+            return False
+        try:
+            if self._invalidated or not self._usable():
+                self._reopen()
+        except (duckdb.Error, ObserveError) as e:
+            logger.warning("the store could not be opened again yet: %s", e)
+            return False
+        self.disk_full = None
+        return True
+
+    def _usable(self) -> bool:
+        try:
+            self._con.execute("SELECT 1").fetchall()
+        except duckdb.Error:
+            return False
+        return True
+
+    def _reopen(self) -> None:
+        """Close the invalidated database and open the file again (readers' cursors close with it)."""
+        self._fold.stop()
+        try:
+            self._con.close()
+        except duckdb.Error:
+            pass  # deliberate: closing an invalidated database can fail; the new connection is what counts
+        self._invalidated = True  # until the new connection is up: a failed open leaves none usable
+        self._con = _connect(self.path, read_only=False, config=self._config)
+        lock_configuration(self._con)
+        self._invalidated = False
+        self._fold = RunsFold(self._con.cursor())
+        if self._fold_thread:
+            self._fold.start()
+
     def close(self) -> None:
         self._fold.stop()
-        if self.damaged is None:
+        if self.damaged is None and not self._invalidated:
             try:
                 self._fold.fold_now()
             except duckdb.Error:
@@ -288,12 +347,17 @@ class SpanStore:
         try:
             self._con.close()
         except duckdb.Error:
-            if self.damaged is None:
+            if self.damaged is None and not self._invalidated:
                 raise
-            # Closing an invalidated database can fail again; the damage is already reported.
+            # Closing an invalidated database can fail again; the damage (or full disk) is already reported.
 
     def _note_damage(self, error: duckdb.Error) -> None:
-        """On a corruption-class error: remember it, tell ``on_damage``, raise it coded."""
+        """On a corruption-class error: remember it, tell ``on_damage``, raise it coded. On a full disk:
+        remember that (and whether DuckDB invalidated the database), raise StoreDiskFull."""
+        if store_damage.is_disk_full(error):
+            self._invalidated = self._invalidated or isinstance(error, duckdb.FatalException)
+            self.disk_full = store_damage.disk_full(self.path, error)
+            raise self.disk_full from error
         if not store_damage.is_corruption(error):
             return
         self.damaged = store_damage.corrupt(self.path, error)
@@ -334,6 +398,13 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, str | bool]) -> d
         return duckdb.connect(str(path), read_only=read_only, config=config)
     except duckdb.Error as e:
         raise store_damage.open_error(path, e) from None
+
+
+def _free_bytes(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path.parent).free
+    except OSError:
+        return 0
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

@@ -12,10 +12,19 @@ written at many offsets):
   them. Damage there shows up at the first commit whose key crosses a damaged node, after which
   DuckDB invalidates the database. ``is_corruption`` recognises those errors, so the daemon goes
   unhealthy instead of answering "retry" forever.
+
+A full disk is not damage, though DuckDB reports part of it as fatal (measured, DuckDB 2.0.1 on a full
+tmpfs): a commit fails with TransactionException "Failed to commit: Could not write file "<db>.wal": No
+space left on device" and the database stays usable; a CHECKPOINT fails with FatalException "Failed to
+create checkpoint because of error: Could not write file "<db>": No space left on device" and DuckDB then
+refuses every statement ("database has been invalidated ... Original error: ..."). The file and its WAL
+are intact: opening it again (in the same process too) replays the WAL, on a full disk as well.
+``is_disk_full`` recognises all of these, and ``is_corruption`` never counts them.
 """
 
 from __future__ import annotations
 
+import errno
 import re
 from pathlib import Path
 
@@ -24,6 +33,7 @@ import duckdb
 from lousho.observe.errors import (
     ObserveError,
     StoreCorrupt,
+    StoreDiskFull,
     StoreLocked,
     StoreNotDuckDB,
     StoreOpenFailed,
@@ -39,10 +49,30 @@ _CORRUPTION = (
     "not a valid duckdb database file",
 )
 _SQLITE_MAGIC = b"SQLite format 3\0"
+# strerror(ENOSPC) and strerror(EDQUOT), as DuckDB's file system quotes them: "Could not write file ...: <reason>".
+_DISK_FULL = ("no space left on device", "disk quota exceeded")
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` means the store's file system had no room (retryable: nothing is damaged)."""
+    if isinstance(error, StoreDiskFull):
+        return True
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    if not isinstance(error, duckdb.Error):
+        return False
+    text = str(error).lower()
+    return any(phrase in text for phrase in _DISK_FULL)
+
+
+def disk_full(path: Path, error: BaseException) -> StoreDiskFull:
+    return StoreDiskFull(f"the disk holding the store {path} is full: {_first_line(error)}")
 
 
 def is_corruption(error: BaseException) -> bool:
     """Whether ``error`` means the store is damaged (never transient: retrying cannot help)."""
+    if is_disk_full(error):
+        return False  # DuckDB invalidates the database on a checkpoint that found no room: not damage
     if isinstance(error, StoreCorrupt | duckdb.FatalException):
         return True
     if not isinstance(error, duckdb.Error):
@@ -87,6 +117,8 @@ def open_error(path: Path, error: duckdb.Error) -> ObserveError:
             hint=f"pass the path of a lousho store or a new path; if {path} was a store, "
                  "move it aside or restore a backup",
         )
+    if is_disk_full(error):
+        return disk_full(path, error)
     if is_corruption(error):
         return corrupt(path, error)
     if "permission denied" in low or "read-only file system" in low:

@@ -6,6 +6,10 @@ HTTP 200 or gRPC OK means the spans are committed (ack after commit). Bytes leav
 only after the commit, so a slow writer fills the queue and new requests are refused with a
 retryable answer (OTLP: 429/503 with Retry-After, gRPC UNAVAILABLE) instead of buffering without
 bound.
+
+A full disk (store_damage.is_disk_full) is retryable too: requests get the store's StoreDiskFull at once
+(503 with Retry-After, gRPC UNAVAILABLE), and while idle the writer asks the store every
+``RECOVER_EVERY_S`` whether it has room again (``SpanStore.recover``), so it resumes without a restart.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import duckdb
 from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import Decoded
 from lousho.observe.store import AppendResult, ArrowBatch, SpanStore, arrow_batch
-from lousho.observe.store_damage import is_corruption
+from lousho.observe.store_damage import is_corruption, is_disk_full
 
 logger = logging.getLogger(__name__)
 
@@ -31,13 +35,18 @@ CHECKPOINT_EVERY_BYTES = 32 * 1024 * 1024
 # Compact (remove a duplicate that got past the recent-key filter) when idle, at most this often: it scans
 # the span keys, while a duplicate that old is rare.
 COMPACT_EVERY_S = 10.0
+# While the disk is full, look for room again this often (a statvfs; the store is reopened once room is back).
+RECOVER_EVERY_S = 0.5
 
 
 def is_transient(error: BaseException) -> bool:
     """Whether a failed commit may succeed when retried (I/O, locks), or is the data's fault.
 
     A damaged store is neither: DuckDB reports a failed checksum or a short read as an IOException
-    or TransactionException too, and retrying those would only repeat them (``is_corruption``)."""
+    or TransactionException too, and retrying those would only repeat them (``is_corruption``). A full
+    disk is transient, even where DuckDB calls it fatal: space comes back."""
+    if is_disk_full(error):
+        return True
     if is_corruption(error):
         return False
     return isinstance(error, duckdb.IOException | duckdb.TransactionException | OSError)
@@ -85,6 +94,7 @@ class Writer:
         self._compact_every_s = compact_every_s
         self._compacted_at = time.monotonic()
         self._committed_since_compaction = False
+        self._recover_at = 0.0  # monotonic: when to look for room again while the disk is full
         metrics.queue_capacity_bytes = capacity_bytes
         metrics.add(spans_duplicate=store.compacted_at_open)  # copies a previous run left, removed at open
         self._thread = threading.Thread(target=self._run, name="lousho-writer", daemon=True)
@@ -106,6 +116,10 @@ class Writer:
         future: Future[AppendResult] = Future()
         if batch.span_count == 0:
             future.set_result(AppendResult(inserted=0, duplicates=0))
+            return future
+        full = self._store.disk_full
+        if full is not None:
+            future.set_exception(full)  # refused before queueing: nothing waits for a commit that cannot be
             return future
         with self._cond:
             if self._closing:
@@ -170,14 +184,22 @@ class Writer:
             if items is None:
                 return
             if not items:
-                self._compact()
+                if self._store.disk_full is not None:
+                    self._recover()
+                else:
+                    self._compact()
                 continue
             if self._commit_delay:
                 time.sleep(self._commit_delay)
             started = time.perf_counter()
             try:
                 result = self._store.append([item.batch for item in items])
-            except Exception:
+            except Exception as e:
+                if is_disk_full(e):
+                    # No room for any of them: each request hears the same retryable error.
+                    for item in items:
+                        item.future.set_exception(e)
+                    continue
                 # One request the store cannot take must not fail the others it was grouped with:
                 # commit each alone, so only the culprit hears the error.
                 logger.warning("group commit of %d requests failed; committing one by one", len(items))
@@ -192,6 +214,7 @@ class Writer:
                     self._queued_bytes -= sum(item.nbytes for item in items)
                     self._metrics.queue_bytes = self._queued_bytes
                     idle = not self._queue
+                self._sync_disk_state()
             self._since_checkpoint += sum(item.nbytes for item in items)
             self._committed_since_compaction = True
             if idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES:
@@ -202,7 +225,12 @@ class Writer:
     def _take(self) -> list[_Item] | None:
         with self._cond:
             while not self._queue and not self._closing:
-                if self._committed_since_compaction:
+                if self._store.disk_full is not None:
+                    left = self._recover_at - time.monotonic()
+                    if left <= 0:
+                        return []
+                    self._cond.wait(left)
+                elif self._committed_since_compaction:
                     # Idle with spans unchecked: wake in time to compact them, unless work arrives first.
                     left = self._compact_every_s - (time.monotonic() - self._compacted_at)
                     if left <= 0:
@@ -226,7 +254,10 @@ class Writer:
         self._committed_since_compaction = False
         try:
             removed = self._store.compact()
-        except Exception:  # deliberate: the copies stay until the next try; the data is intact
+        except Exception as e:  # deliberate: the copies stay until the next try; the data is intact
+            if is_disk_full(e):
+                self._sync_disk_state()
+                return
             logger.exception("idle compaction failed")
             return
         if removed:
@@ -236,9 +267,33 @@ class Writer:
         """Fold the WAL into the database file while nobody waits for an ack."""
         started = time.perf_counter()
         try:
-            self._store.checkpoint()
-        except Exception:  # deliberate: a failed checkpoint loses nothing (the WAL keeps the data); retry later
+            ran = self._store.checkpoint()
+        except Exception as e:  # deliberate: a failed checkpoint loses nothing (the WAL keeps the data); retry later
+            if is_disk_full(e):
+                self._sync_disk_state()
+                return
             logger.exception("idle checkpoint failed")
             return
+        if not ran:
+            return  # skipped (a fold held the database): the next idle moment tries again
         self._since_checkpoint = 0
         self._metrics.add(checkpoints=1, checkpoint_seconds_sum=time.perf_counter() - started)
+
+    def _recover(self) -> None:
+        """While the disk is full and nothing is queued: see whether the store has room again."""
+        self._recover_at = time.monotonic() + RECOVER_EVERY_S
+        try:
+            self._store.recover()
+        except Exception:  # deliberate: the store stays refused (503) and the next look retries
+            logger.exception("recovering the store from a full disk failed")
+        self._sync_disk_state()
+
+    def _sync_disk_state(self) -> None:
+        """Tell the metrics (and /healthz) whether the disk is full, logging each change once."""
+        full = self._store.disk_full
+        if not self._metrics.set_disk_full(full):
+            return
+        if full is not None:
+            logger.error("%s: %s; refusing spans (503) until there is room: %s", full.code, full.message, full.hint)
+        else:
+            logger.warning("the store has room again: taking spans")

@@ -4,6 +4,7 @@ with --ca-cert (the OTel exporters with their own options)."""
 from __future__ import annotations
 
 import http.client
+import ssl
 import subprocess
 import sys
 import urllib.parse
@@ -12,13 +13,16 @@ from pathlib import Path
 
 import grpc
 import pytest
+from coded_errors import assert_coded, start_fails
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from lousho.observe import tls_dates
 from lousho.observe.client import DaemonClient
+from lousho.observe.errors import TlsExpired, TlsNotYetValid
 from lousho.observe.process import DaemonProcess, start_daemon
 
 
@@ -33,6 +37,16 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
          "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
         check=True, capture_output=True,
     )
+    return cert, key
+
+
+def _certificate_for(folder: Path, days: int) -> tuple[Path, Path]:
+    """A self-signed certificate whose notAfter is ``days`` from now (negative: already past)."""
+    cert, key, request = folder / "cert.pem", folder / "key.pem", folder / "request.pem"
+    subprocess.run(["/usr/bin/openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(request), "-subj", "/CN=localhost"], check=True, capture_output=True)
+    subprocess.run(["/usr/bin/openssl", "x509", "-req", "-in", str(request), "-signkey", str(key),
+                    "-days", str(days), "-out", str(cert)], check=True, capture_output=True)
     return cert, key
 
 
@@ -140,3 +154,40 @@ def test_an_unreadable_certificate_or_a_key_of_another_is_a_usage_error(tmp_path
         assert "LOUSHO_OBSERVE_TLS_FILES" in done.stdout + done.stderr
         assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "o.duckdb").exists()
+
+
+@pytest.mark.system
+def test_an_expired_certificate_is_refused_at_start_with_a_code(tmp_path):
+    cert, key = _certificate_for(tmp_path, days=-1)
+    result = start_fails(tmp_path / "o.duckdb", "--tls-cert", str(cert), "--tls-key", str(key))
+    assert_coded(result, "LOUSHO_OBSERVE_TLS_EXPIRED", "renew the certificate", exit_code=2)
+    assert str(cert) in result.stderr
+    assert not (tmp_path / "o.duckdb").exists()
+
+
+def test_a_certificate_is_checked_against_both_of_its_dates(tmp_path):
+    cert, _ = _certificate_for(tmp_path, days=30)
+    dates = tls_dates.check(cert)
+    assert 29.9 < dates.days_left() <= 30
+    assert tls_dates.expiry_warning(cert, dates) is None
+    with pytest.raises(TlsNotYetValid):
+        tls_dates.check(cert, now=dates.not_before - 60)
+    with pytest.raises(TlsExpired):
+        tls_dates.check(cert, now=dates.not_after)
+
+
+@pytest.mark.system
+def test_a_certificate_near_its_end_warns_at_start_and_metrics_show_its_days_left(tls_daemon, certificate):
+    cert, _ = certificate  # valid for 2 days: within the 14 days that warn
+    assert any(line.startswith("warning LOUSHO_OBSERVE_TLS_EXPIRING") and str(cert) in line
+               for line in tls_daemon.output), tls_daemon.output[:5]
+    parts = urllib.parse.urlsplit(tls_daemon.url)
+    conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=10,
+                                       context=ssl.create_default_context(cafile=str(cert)))
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    days = [float(line.split()[1]) for line in text.splitlines() if line.startswith("lousho_tls_cert_expiry_days ")]
+    assert len(days) == 1 and 1.9 < days[0] <= 2.0, text

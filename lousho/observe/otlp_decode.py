@@ -80,8 +80,8 @@ _STATUS = ("UNSET", "OK", "ERROR")
 _MAX_NS = 2**63
 # The deepest nesting of arrays and objects an OTLP/JSON body may have; a deeper one is refused before it is
 # parsed. A span's event attribute value sits 12 levels down and each AnyValue nested in it takes 3 (array) or 4
-# (kvlist): 128 holds 29 nested arrays, past the 24 AnyValues the native transcoder takes, and no exporter
-# sends more than a few. json.loads would otherwise recurse as deep as the body goes.
+# (kvlist): 128 holds 38 nested arrays or 29 nested kvlists there, past the 24 AnyValues the native transcoder
+# takes, and exporters send a few. json.loads would otherwise recurse as deep as the body goes.
 MAX_JSON_DEPTH = 128
 _PASS_LABELS = frozenset({"pass", "passed", "true", "success", "correct", "ok"})
 _FAIL_LABELS = frozenset({"fail", "failed", "false", "failure", "incorrect", "error"})

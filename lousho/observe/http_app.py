@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lousho._checked_json import NestedTooDeep, invalid_text, loads_bounded
 from lousho.observe import otlp_json_native, otlp_native
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
@@ -42,6 +43,8 @@ from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 CSV = "text/csv"
+# A query and its parameters need a few levels (a list parameter is 3 deep); deeper is refused before parsing.
+SQL_MAX_JSON_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -127,13 +130,10 @@ def build_app(
             return _error(request, 415, "LOUSHO_SQL_UNSUPPORTED_MEDIA_TYPE",
                           f"Content-Type {ctype or '(none)'!r} is not supported",
                           "send Content-Type: application/json")
-        try:
-            doc = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            doc = None
-        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
-            return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST",
-                          "the body must be JSON: {\"query\": ..., \"params\": [...]}")
+        doc = _sql_request(await request.body())
+        if isinstance(doc, str):
+            return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST", doc,
+                          "send UTF-8 JSON: {\"query\": ..., \"params\": [...]}")
         accept = request.headers.get("accept", "")
         media_type = ARROW_STREAM if ARROW_STREAM in accept else CSV if CSV in accept else "application/json"
 
@@ -240,6 +240,25 @@ async def _body_once(request: Request) -> bytes:
     response is sent). BodyLimit hands it on in one piece, so no bytes are copied."""
     chunks = [chunk async for chunk in request.stream() if chunk]
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _sql_request(body: bytes) -> dict[str, Any] | str:
+    """The body of a /v1/sql request, or why it is not one. Nesting is bounded before the parse (json.loads
+    would recurse as deep as the body goes) and so is what DuckDB is handed: its conversion of a parameter
+    nested past 64 levels fails outside its own errors. Text that is not valid Unicode is refused here, whole:
+    DuckDB cannot take it."""
+    try:
+        doc = loads_bounded(body, SQL_MAX_JSON_DEPTH)
+    except NestedTooDeep as e:
+        return str(e)
+    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
+        return f"the body is not JSON: {e}"
+    if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
+        return "the body must be JSON: {\"query\": ..., \"params\": [...]}"
+    bad = invalid_text(doc)
+    if bad is not None:
+        return f"the body holds text that is not valid Unicode (a lone surrogate): {bad}"
+    return doc
 
 
 def _json_bytes(result: sql_api.QueryResult) -> bytes:

@@ -25,6 +25,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from lousho._checked_json import NestedTooDeep, invalid_text, loads_bounded, may_hold_invalid_text
 from lousho.observe import conventions, normalise
 from lousho.observe.schema import PROMOTED_TEXT
 
@@ -77,6 +78,11 @@ SCORE_FIELDS = (
 _KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 _STATUS = ("UNSET", "OK", "ERROR")
 _MAX_NS = 2**63
+# The deepest nesting of arrays and objects an OTLP/JSON body may have; a deeper one is refused before it is
+# parsed. A span's event attribute value sits 12 levels down and each AnyValue nested in it takes 3 (array) or 4
+# (kvlist): 128 holds 38 nested arrays or 29 nested kvlists there, past the 24 AnyValues the native transcoder
+# takes, and exporters send a few. json.loads would otherwise recurse as deep as the body goes.
+MAX_JSON_DEPTH = 128
 _PASS_LABELS = frozenset({"pass", "passed", "true", "success", "correct", "ok"})
 _FAIL_LABELS = frozenset({"fail", "failed", "false", "failure", "incorrect", "error"})
 
@@ -125,24 +131,27 @@ def decode_json(body: bytes) -> Decoded:
 
 def _decode_json(body: bytes) -> Decoded:
     try:
-        doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = loads_bounded(body, MAX_JSON_DEPTH)
+    except NestedTooDeep as e:
+        raise BadPayload(str(e)) from None
+    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
         raise BadPayload(f"body is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise BadPayload("an OTLP/JSON body is an object with a resourceSpans array")
     if "resourceLogs" in doc or "resourceMetrics" in doc:
         raise BadPayload("this is a logs or metrics payload; this endpoint takes traces only")
     out = Decoded()
+    check = may_hold_invalid_text(body)
     for rs in _objects(doc.get("resourceSpans"), "resourceSpans"):
-        resource = _parse_part(rs.get("resource"), Resource, "resource")
+        resource = _parse_part(rs.get("resource"), Resource, "resource", check)
         for ss in _objects(rs.get("scopeSpans"), "scopeSpans"):
-            scope = _parse_part(ss.get("scope"), InstrumentationScope, "scope")
+            scope = _parse_part(ss.get("scope"), InstrumentationScope, "scope", check)
             context = _Context(resource, scope)
             spans = ss.get("spans") or []
             if not isinstance(spans, list):
                 raise BadPayload("spans must be an array")
             for raw in spans:
-                span = _json_span(raw, out)
+                span = _json_span(raw, out, check)
                 if span is not None:
                     _add_span(out, context, span)
     return out
@@ -373,22 +382,27 @@ def _finite(value: Any) -> Any:
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 
-def _parse_part(doc: Any, message_type: type, what: str) -> Any:
+def _parse_part(doc: Any, message_type: type, what: str, check_text: bool) -> Any:
     message = message_type()
     if doc is None:
         return message
     try:
+        if check_text:
+            _check_text(doc)
         json_format.ParseDict(doc, message, ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, ValueError) as e:
         raise BadPayload(f"{what} is malformed: {e}") from None
     return message
 
 
-def _json_span(raw: Any, out: Decoded) -> Span | None:
-    """One span of an OTLP/JSON body; a malformed one is rejected alone."""
+def _json_span(raw: Any, out: Decoded, check_text: bool) -> Span | None:
+    """One span of an OTLP/JSON body; a malformed one is rejected alone. ``check_text``: the body may hold text
+    that is not valid Unicode."""
     try:
         if not isinstance(raw, dict):
             raise ValueError("a span must be an object")
+        if check_text:
+            _check_text(raw)
         doc = _hex_ids_to_base64(raw)
         for i, link in enumerate(doc.get("links") or []):
             if isinstance(link, dict):
@@ -402,6 +416,16 @@ def _json_span(raw: Any, out: Decoded) -> Span | None:
         name = raw.get("name") if isinstance(raw, dict) else None
         out.errors.append(f"span {name!r}: {e}")
         return None
+
+
+def _check_text(doc: Any) -> None:
+    """Text that is not valid Unicode (a lone surrogate) anywhere in a resource, scope or span, key or value,
+    refuses it: the resource's or scope's request, or the span alone. ParseDict says "Unpaired surrogate" for
+    some strings, but its lookup of such a key or enum name fails with a SystemError, and other fields put the
+    text into their message, which no response can carry."""
+    bad = invalid_text(doc)
+    if bad is not None:
+        raise ValueError(f"text {bad} is not valid Unicode (a lone surrogate)")
 
 
 def _fit_attribute_values(span: dict[str, Any]) -> None:

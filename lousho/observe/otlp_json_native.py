@@ -44,7 +44,7 @@ def _field_names(message: type) -> frozenset[str]:
 
 
 if AVAILABLE:
-    _otlp_json.configure(tuple(_field_names(m) for m in _MESSAGES))
+    _otlp_json.configure(tuple(_field_names(m) for m in _MESSAGES), otlp_decode.MAX_JSON_DEPTH)
 
 
 def decode_json(body: bytes) -> Decoded:

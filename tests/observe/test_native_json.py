@@ -325,6 +325,12 @@ _ONE_ODD = [
     _span(trace_id="AQIDBAUGBwgJCgsMDQ4PEA=="), _span(start_time_unix_nano="7"), _span(links={}), _span(attributes={}),
     _span(attributes=[{"key": "k", "value": {"stringValue": "v"}, "keyStrindex": 2}]), _span(status=None),
     _span(**{"[x]": 1}), _span(future={"a": [1, None, {"b": "\ud800"}]}),
+    # a lone surrogate as a key or an enum name, which ParseDict's lookup fails on with a SystemError
+    _span(**{"\ud800": 1}), _span(future={"\udc00": 1}), _span(events=[{"name": "e", "\ud800": 1}]),
+    _span(links=[{"traceId": "01" * 16, "spanId": "01" * 8, "\ud800": 1}]), _span(status={"code": 2, "\ud800": 1}),
+    _span(attributes=[{"key": "k", "value": {"stringValue": "v"}, "\ud800": 1}]), _value(**{"\ud800": 1}),
+    _value(kvlistValue={"values": [{"key": "k", "value": {"\udfff": 1}}]}), _span(kind="\ud800"),
+    _span(status={"code": "\ud800"}), _value(doubleValue="\ud800"), _value(bytesValue="\ud800"),
 ]
 
 
@@ -370,6 +376,43 @@ def test_a_value_nested_past_the_transcoders_depth_goes_to_the_reference():
             body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
             assert f"{'[' * depth}true{']' * depth}" in assert_same(body)  # the value is kept, not rejected
     assert paths.native >= 2 and paths.reference >= 2, (paths.native, paths.reference)
+
+
+_SERVICE = {"key": "service.name", "value": {"stringValue": "s"}}
+
+
+@pytest.mark.parametrize("part", [
+    {"resource": {"\ud800": 1}}, {"resource": {"attributes": [_SERVICE, {"key": "k", "value": {"\ud800": 1}}]}},
+    {"resource": {"attributes": [{**_SERVICE, "\udc00": 1}]}}, {"scope": {"name": "sc", "\ud800": 1}},
+    {"scope": {"attributes": [{"key": "k", "value": {"intValue": "\ud800"}}]}},
+], ids=["resource", "resource-value", "resource-attribute", "scope", "scope-int"])
+def test_a_lone_surrogate_in_the_resource_or_scope_refuses_the_body_in_both(part):
+    doc = json.loads(_body(_span()))
+    rs = doc["resourceSpans"][0]
+    if "resource" in part:
+        rs["resource"] = part["resource"]
+    else:
+        rs["scopeSpans"][0]["scope"] = part["scope"]
+    assert assert_same(json.dumps(doc).encode()).endswith("is not valid Unicode (a lone surrogate)")
+
+
+def _nested_to(depth: int) -> bytes:
+    """The plain span with an unknown field (7 levels down, which both decoders pass over) nesting to ``depth``."""
+    inner = depth - 7
+    return _body(_span(future="NESTED")).replace(b'"NESTED"', b"[" * (inner - 1) + b"{}" + b"]" * (inner - 1))
+
+
+def test_a_body_nested_past_the_limit_is_refused_by_both_and_one_at_it_is_not():
+    limit = otlp_decode.MAX_JSON_DEPTH
+    with _Paths() as paths:
+        assert "rejected=0" in assert_same(_nested_to(limit))
+    assert paths.native == 1  # the transcoder passes over a value as deep as the limit allows
+    for depth in (limit + 1, 1000, 100_000):
+        assert assert_same(_nested_to(depth)) == f"BadPayload: the body nests arrays and objects more than {limit} deep"
+    value: dict[str, Any] = {"boolValue": True}
+    for _ in range(40):  # 10 + 3 levels each: an attribute value of AnyValues nested past the limit
+        value = {"arrayValue": {"values": [value]}}
+    assert assert_same(_body(_span(attributes=[{"key": "k", "value": value}]))).startswith("BadPayload: the body nests")
 
 
 def test_the_fuzz_seed_and_hand_written_json_decode_the_same_the_native_way():

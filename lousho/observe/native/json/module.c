@@ -1,7 +1,8 @@
-/* The module: transcode(), configure() with json_format's names, stats(). */
+/* The module: transcode(), configure() with json_format's names and the reference's nesting limit, stats(). */
 #include "otlp_json.h"
 
 PyObject *lsh_known_names[K_COUNT];
+int lsh_max_level;
 static unsigned long long n_transcoded, n_fallback;
 
 static PyObject *transcode(PyObject *self, PyObject *arg) {
@@ -12,7 +13,7 @@ static PyObject *transcode(PyObject *self, PyObject *arg) {
     }
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, {NULL, 0, 0}};
+    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, {NULL, 0, 0}};
     Out o = {NULL, 0, 0};
     int rc = lsh_reserve(&o, (size_t)view.len / 2 + 64);
     if (!rc)
@@ -35,8 +36,13 @@ static PyObject *transcode(PyObject *self, PyObject *arg) {
 
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *names;
-    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &names))
+    int max_level;
+    if (!PyArg_ParseTuple(args, "O!i", &PyTuple_Type, &names, &max_level))
         return NULL;
+    if (max_level < 1 || max_level > 1000) {
+        PyErr_SetString(PyExc_ValueError, "the nesting limit is 1 to 1000");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(names) != K_COUNT) {
         PyErr_SetString(PyExc_ValueError, "one set of field names per message");
         return NULL;
@@ -49,6 +55,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
         }
         Py_XSETREF(lsh_known_names[i], Py_NewRef(set));
     }
+    lsh_max_level = max_level;
     Py_RETURN_NONE;
 }
 
@@ -58,7 +65,8 @@ static PyObject *stats(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"transcode", transcode, METH_O, "OTLP/JSON trace request -> OTLP/protobuf bytes, or None for the reference"},
-    {"configure", configure, METH_VARARGS, "the field names json_format knows, per message"},
+    {"configure", configure, METH_VARARGS,
+     "the field names json_format knows, per message; the deepest nesting the reference takes"},
     {"stats", stats, METH_NOARGS, "bodies transcoded and bodies handed to the reference since import"},
     {NULL, NULL, 0, NULL}};
 

@@ -36,7 +36,6 @@
 #define NOMEM (-2)
 /* ParseDict refuses messages nested 100 deep; values nested this deep are handed back instead. */
 #define MAX_VALUE_DEPTH 24
-#define MAX_SKIP_DEPTH 200
 
 typedef struct {
     unsigned char *buf;
@@ -45,6 +44,7 @@ typedef struct {
 
 typedef struct {
     const unsigned char *p, *end;
+    int level;   /* arrays and objects open at p: consume() counts them */
     Out scratch; /* a string with escapes or non-ASCII, decoded */
 } Reader;
 
@@ -94,7 +94,7 @@ int lsh_end_message(Out *o, size_t mark);
 int lsh_read_string(Reader *r, const char **s, size_t *n);
 int lsh_read_number(Reader *r, Number *num);
 int lsh_read_literal(Reader *r, const char *word);
-int lsh_skip_value(Reader *r, int depth);
+int lsh_skip_value(Reader *r);
 /* scalars.c */
 int lsh_next_key(Reader *r, int *first, const Field *fields, int kind, uint64_t *seen, int *id);
 int lsh_read_uint(Reader *r, uint64_t max, uint64_t *v);
@@ -112,6 +112,9 @@ extern const Message lsh_key_value;
 int lsh_request(Reader *r, Out *o);
 /* module.c */
 extern PyObject *lsh_known_names[K_COUNT];
+/* The reference refuses a body nested deeper (otlp_decode.MAX_JSON_DEPTH, given to configure()): a bracket
+ * past it sends the body back, so both refuse it, and the reader's recursion stays bounded. */
+extern int lsh_max_level;
 
 /* --- whitespace and single characters, read before every token --- */
 
@@ -120,9 +123,16 @@ static inline void skip_ws(Reader *r) {
         r->p++;
 }
 
+/* Every bracket of the body is read here, so r->level is its nesting (c is a constant at each call: the
+ * counting folds away for the other characters). An array or object past lsh_max_level is "not found": every
+ * caller then sends the body back. */
 static inline int consume(Reader *r, unsigned char c) {
     skip_ws(r);
     if (r->p < r->end && *r->p == c) {
+        if ((c == '{' || c == '[') && ++r->level > lsh_max_level)
+            return 0;
+        if (c == '}' || c == ']')
+            r->level--;
         r->p++;
         return 1;
     }
@@ -146,7 +156,7 @@ static inline int read_message(Reader *r, Out *o, const Message *m, int depth) {
     uint64_t seen = 0;
     while ((rc = lsh_next_key(r, &first, m->fields, m->kind, &seen, &id)) == 1) {
         if (!id)
-            rc = lsh_skip_value(r, 0);
+            rc = lsh_skip_value(r);
         else if (m->oneof && (seen & ~(1ull << id)))
             return FALLBACK;
         else

@@ -233,10 +233,9 @@ int lsh_read_literal(Reader *r, const char *word) {
     return 0;
 }
 
-/* Any JSON value, checked and passed over: the value of a key the reference ignores. */
-int lsh_skip_value(Reader *r, int depth) {
-    if (depth > MAX_SKIP_DEPTH)
-        return FALLBACK;
+/* Any JSON value, checked and passed over: the value of a key the reference ignores. Its recursion is bounded
+ * by consume()'s nesting limit. */
+int lsh_skip_value(Reader *r) {
     int c = peek(r);
     const char *s;
     size_t n;
@@ -246,7 +245,8 @@ int lsh_skip_value(Reader *r, int depth) {
     case '"':
         return lsh_read_string(r, &s, &n);
     case '{':
-        r->p++;
+        if (!consume(r, '{'))
+            return FALLBACK;
         if (consume(r, '}'))
             return 0;
         do {
@@ -254,16 +254,17 @@ int lsh_skip_value(Reader *r, int depth) {
                 return rc;
             if (!consume(r, ':'))
                 return FALLBACK;
-            if ((rc = lsh_skip_value(r, depth + 1)))
+            if ((rc = lsh_skip_value(r)))
                 return rc;
         } while (consume(r, ','));
         return consume(r, '}') ? 0 : FALLBACK;
     case '[':
-        r->p++;
+        if (!consume(r, '['))
+            return FALLBACK;
         if (consume(r, ']'))
             return 0;
         do {
-            if ((rc = lsh_skip_value(r, depth + 1)))
+            if ((rc = lsh_skip_value(r)))
                 return rc;
         } while (consume(r, ','));
         return consume(r, ']') ? 0 : FALLBACK;

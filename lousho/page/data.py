@@ -24,6 +24,8 @@ RUN_COLUMNS = (
 )
 # Bins of equal run counts per revision in the pass-rate chart.
 PASS_RATE_BINS = 12
+# Revisions in the pass-rate chart and table: those with the newest runs.
+CHART_REVISIONS = 20
 # What a list shows of a long error message; the run's own page has the whole.
 _LISTED_RUN_COLUMNS = RUN_COLUMNS.replace("error_message", "left(error_message, 200) AS error_message")
 # A run's span tree shows this many spans a page, in start order; more spans make more pages.
@@ -138,7 +140,8 @@ def span_values(reader: Reader, trace_id: str, span_id: str, column: str) -> tup
 def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
     """Scored non-probe runs of ``agent`` by (revision, run-index bin): scored, passes, first and last start.
 
-    Each revision's runs, in start order, split into ``PASS_RATE_BINS`` bins of equal run counts (one run
+    Only the ``CHART_REVISIONS`` revisions with the newest runs (``revisions`` counts them all). Each
+    revision's runs, in start order, split into ``PASS_RATE_BINS`` bins of equal run counts (one run
     a bin when it has fewer); revisions come in the order of their first run. Binning by run index, not
     by time, keeps two revisions days apart side by side instead of at the chart's two edges. Probe runs
     (the improve loop's own) are not live traffic and stay out, as in analysis' pass rates.
@@ -148,17 +151,21 @@ def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
         WITH r AS (
             SELECT harness_revision, passed, started_ns FROM ({runs_select('agent_name = ?')})
             WHERE agent = ? AND NOT probe AND passed IS NOT NULL AND harness_revision IS NOT NULL
+        ), newest AS (
+            SELECT harness_revision FROM r GROUP BY harness_revision
+            ORDER BY max(started_ns) DESC, harness_revision LIMIT ?
         ), numbered AS (
             SELECT *, row_number() OVER (PARTITION BY harness_revision ORDER BY started_ns) - 1 AS i,
                 count(*) OVER (PARTITION BY harness_revision) AS n,
                 min(started_ns) OVER (PARTITION BY harness_revision) AS revision_first_ns
-            FROM r
+            FROM r WHERE harness_revision IN (SELECT harness_revision FROM newest)
         )
         SELECT harness_revision AS revision, (i * ? // n)::BIGINT AS bin,
             count(*) AS scored, sum(passed::INTEGER)::BIGINT AS passes,
-            min(started_ns) AS first_ns, max(started_ns) AS last_ns, any_value(revision_first_ns) AS revision_first_ns
+            min(started_ns) AS first_ns, max(started_ns) AS last_ns, any_value(revision_first_ns) AS revision_first_ns,
+            (SELECT count(DISTINCT harness_revision) FROM r) AS revisions
         FROM numbered GROUP BY ALL ORDER BY revision_first_ns, revision, bin
-        """, [agent, agent, PASS_RATE_BINS])
+        """, [agent, agent, CHART_REVISIONS, PASS_RATE_BINS])
 
 
 def monitor_outcomes(reader: Reader, agent: str, before: str, after: str,

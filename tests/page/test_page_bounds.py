@@ -27,6 +27,7 @@ LONG = "event value " * 300  # 3,600 characters: past one excerpt
 MANY_SPANS = 1_200
 # Sorts between agent-000099 and agent-000100: a registered agent without runs shares the pages.
 REGISTERED = "agent-000099-registered"
+REVISIONS = 25  # of the agent "revs", one scored run each
 
 
 @dataclass
@@ -43,6 +44,14 @@ def _span(run_id: str, agent: str, start: int, trace_id: bytes | None = None, pa
                 end_time_unix_nano=start + 1_000_000)
     attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent, "lousho.run.id": run_id, **attrs}
     span.attributes.extend(KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in attrs.items())
+    return span
+
+
+def _scored(run_id: str, revision: str, start: int) -> Span:
+    span = _span(run_id, "revs", start, **{"lousho.harness.revision": revision})
+    event = span.events.add(name="gen_ai.evaluation.result", time_unix_nano=start + 1)
+    event.attributes.extend([KeyValue(key="gen_ai.evaluation.name", value=AnyValue(string_value="check")),
+                             KeyValue(key="gen_ai.evaluation.score.label", value=AnyValue(string_value="pass"))])
     return span
 
 
@@ -91,6 +100,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         root_span = _span("many", "many", NS, trace_id=trace)
         _send(daemon.url, [root_span, *(_span("many", "many", NS + i, trace_id=trace, parent=root_span.span_id)
                                         for i in range(1, MANY_SPANS))])
+        _send(daemon.url, [_scored(f"revs-{i}", f"rev-{i:02d}", NS + i) for i in range(REVISIONS)])
         _folded(daemon.url)
         yield Store(daemon, big.trace_id.hex(), big.span_id.hex())
     finally:
@@ -117,13 +127,13 @@ def test_sixty_thousand_agents_come_a_hundred_a_page_in_name_order_quickly(store
     assert took < 3.0, took  # 3.8 s before; about 0.2 s at rest on a quiet machine
     body = first.body.decode()
     assert _agents(body) == [f"agent-{i:06d}" for i in range(100)]
-    assert f"of {AGENTS + 3:,}, by name" in body  # and big, many and the registered one
+    assert f"of {AGENTS + 4:,}, by name" in body  # and big, many, revs and the registered one
     assert _next(body) == "/agents?page=2"
     second = get(store.daemon.url, "/agents?page=2").body.decode()
     assert _agents(second) == [REGISTERED, *(f"agent-{i:06d}" for i in range(100, 199))]
     assert 'href="/agents"' in second and 'rel="prev"' in second
     last = get(store.daemon.url, "/agents?page=601").body.decode()
-    assert _agents(last) == ["agent-059999", "big", "many"] and _next(last) is None
+    assert _agents(last) == ["agent-059999", "big", "many", "revs"] and _next(last) is None
     past = get(store.daemon.url, "/agents?page=602")
     assert past.status == 200 and "No agents on this page." in past.body.decode()
 
@@ -200,3 +210,13 @@ def test_a_run_of_1200_spans_shows_them_500_a_page(store):
     assert spans("/runs/many") == (500, "/runs/many?page=2")
     assert spans("/runs/many?page=2") == (500, "/runs/many?page=3")
     assert spans("/runs/many?page=3") == (200, None)
+
+
+@pytest.mark.slow
+@pytest.mark.system
+def test_an_agents_pass_rates_show_its_20_newest_revisions(store):
+    body = get(store.daemon.url, "/agents/revs").body.decode()
+    rates = body[body.index('id="pass-rates"'):]
+    shown = re.findall(r"<code>(rev-\d+)</code>", rates)
+    assert shown == [f"rev-{i:02d}" for i in range(REVISIONS - 20, REVISIONS)]
+    assert "The 20 revisions with the newest runs; 5 older one(s) left out." in body

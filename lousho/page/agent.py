@@ -18,6 +18,8 @@ from lousho.page.svg import RateBin, legend, monitor_chart, pass_rate_chart
 
 # The watched edit's statuses while the watcher still judges it (improve's cycle: "still under watch").
 _WATCHING = frozenset({"monitoring", "traffic"})
+# Applied edits the monitor section links (the newest); ?edit=N still opens any of them.
+SHOWN_EDITS = 50
 
 
 def render_agent(reader: Reader, name: str, spec: AgentSpec | None, edit_line: int | None) -> Safe:
@@ -62,7 +64,10 @@ def _pass_rates(reader: Reader, name: str) -> Safe:
                      el("td", f"{passes / scored:.1%}", cls="num"),
                      el("td", f"{interval.low:.1%} – {interval.high:.1%}", cls="num"),
                      when(points[0].first_ns), when(points[-1].last_ns)])
-    return join([pass_rate_chart(list(series.items()), start), legend(names),
+    more = bins[0]["revisions"] - len(series)
+    note = el("p", f"The {len(series)} revisions with the newest runs; {more:,} older one(s) left out.",
+              cls="muted") if more > 0 else join([])
+    return join([note, pass_rate_chart(list(series.items()), start), legend(names),
                  table(["revision", "scored runs", "passed", "pass rate", "95% Wilson", "first run (UTC)",
                         "last run (UTC)"], rows, id="pass-rates")])
 
@@ -92,9 +97,10 @@ def _monitor(reader: Reader, name: str, spec: AgentSpec, audit: AuditLog, edit_l
     if edits:
         links = [el("li", el("a", f"audit line {n}: ", el("code", e.before), " → ", el("code", e.after),
                              href=href("/agents/" + segment(name), edit=n)), f" at {e.applied_at.isoformat()}")
-                 for n, e in edits]
-        parts.append(el("details", el("summary", f"{len(edits)} applied edit(s) in the audit log"), el("ul", *links),
-                        open=True, id="applied-edits"))
+                 for n, e in edits[-SHOWN_EDITS:]]
+        shown = f" (the last {SHOWN_EDITS} listed)" if len(edits) > SHOWN_EDITS else ""
+        parts.append(el("details", el("summary", f"{len(edits)} applied edit(s) in the audit log{shown}"),
+                        el("ul", *links), open=True, id="applied-edits"))
     return join(parts)
 
 

@@ -5,10 +5,15 @@ elsewhere (the CSP says so too). Routes, all GET:
 
 - ``/``: the newest runs, filtered by ``agent``, ``revision`` and ``failed`` (query parameters);
 - ``/runs/{run_id}``: one run: summary, span tree of every attempt with its events, scores;
+  ``?value=input`` (``output``, ``error``): that value whole, as text;
+- ``/spans/{trace_id}/{span_id}``: one span's attributes, or one of them, whole, as text (``page.values``);
 - ``/agents`` and ``/agents/{name}``: pass rate by revision over time; for agents registered with
   ``--agent``, the monitor's path for the watched edit (``?edit=N``: the apply on audit line N) and the
   audit log with its chain verdict;
 - ``/recovery``: the run store of ``--recover-store``: pending and quarantined runs, the outage breaker.
+
+Every list comes in pages (``?page=N``, ``page.paging``) and every long value as an excerpt with a link
+to the whole (``page.values``), so no page grows with the store.
 
 The token: see ``page.auth`` (the bearer header, or ``?token=`` once, which sets a cookie).
 """
@@ -16,7 +21,7 @@ The token: see ``page.auth`` (the bearer header, or ``?token=`` once, which sets
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +29,40 @@ import duckdb
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from lousho.errors import UsageError
 from lousho.observe.errors import ObserveError
 from lousho.observe.trigger import AgentSpec
 from lousho.page.auth import PageToken, SecurityHeaders
-from lousho.page.data import Reader, agent_names, agents, newest_runs, revisions, run_detail
+from lousho.page.data import (
+    SPANS_PER_PAGE,
+    Reader,
+    agent_names,
+    agents,
+    newest_runs,
+    revisions,
+    run_detail,
+    run_value,
+    span_values,
+)
 from lousho.page.html import CSS, CSS_PATH, Safe, el, join, layout, number, segment, short, table, when
+from lousho.page.paging import page_of, pager
 from lousho.page.recover import RecoveryState, read_state
 from lousho.page.run import render_run
 from lousho.page.runs import MAX_LIMIT, filters, runs_table, why_empty
 from lousho.page.sessions import newest_sessions, render_sessions
+from lousho.page.values import BadValueParameter, event_index, full_value
 
 DEFAULT_LIMIT = 100
+AGENTS_PER_PAGE = 100
+# ``?value=`` of a run page: the run's columns it may answer whole.
+_RUN_VALUES = {"input": "input", "output": "output", "error": "error_message"}
 
 _EXACT = frozenset({"/", "/sessions", "/agents", "/recovery", CSS_PATH, "/favicon.ico"})
-_PREFIXES = ("/runs/", "/agents/")
+_PREFIXES = ("/runs/", "/agents/", "/spans/")
 
 
 def is_page_path(path: str) -> bool:
@@ -79,13 +100,17 @@ def build_page(
         agent, revision = q.get("agent") or None, q.get("revision") or None
         failed = q.get("failed") in ("1", "on", "true")
         limit = _limit(q.get("limit"))
+        page = page_of(q.get("page"), limit)
 
         def render(reader: Reader) -> Response:
-            rows = newest_runs(reader, agent=agent, revision=revision, failed=failed, limit=limit)
+            rows = newest_runs(reader, agent=agent, revision=revision, failed=failed, limit=limit + 1,
+                               offset=page.offset)
             form = filters(sorted(set(registered) | set(agent_names(reader))),
                             revisions(reader, agent), agent, revision, failed, limit)
-            body = join([el("h1", "Runs"), form, runs_table(rows, limit)])
-            if not rows and not failed and not revision:
+            pages = pager("/", page, len(rows) > limit, agent=agent, revision=revision, failed="1" if failed else None,
+                          limit=limit if limit != DEFAULT_LIMIT else None)
+            body = join([el("h1", "Runs"), form, runs_table(rows[:limit], limit), pages])
+            if not rows and not failed and not revision and page.number == 1:
                 body = join([body, why_empty(reader, agent)])
             return HTMLResponse(layout("runs", body, active="/"))
 
@@ -94,32 +119,76 @@ def build_page(
     async def sessions_page(request: Request) -> Response:
         agent = request.query_params.get("agent") or None
         limit = _limit(request.query_params.get("limit"))
-        return await with_reader(lambda reader: HTMLResponse(
-            layout("sessions", render_sessions(newest_sessions(reader, agent, limit)), active="/sessions")))
+        page = page_of(request.query_params.get("page"), limit)
+
+        def render(reader: Reader) -> Response:
+            rows = newest_sessions(reader, agent, limit + 1, page.offset)
+            pages = pager("/sessions", page, len(rows) > limit, agent=agent,
+                          limit=limit if limit != DEFAULT_LIMIT else None)
+            return HTMLResponse(layout("sessions", render_sessions(rows[:limit], pages), active="/sessions"))
+
+        return await with_reader(render)
 
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        value = request.query_params.get("value")
+        if value is not None:
+            return await run_value_page(run_id, value)
+        page = page_of(request.query_params.get("page"), SPANS_PER_PAGE)
 
         def render(reader: Reader) -> Response:
-            run, spans, scores = run_detail(reader, run_id)
+            run, spans, scores = run_detail(reader, run_id, page.offset)
             if run is None:
-                body = join([el("h1", "No such run"), el("p", "The store has no run ", el("code", run_id), ".")])
-                return HTMLResponse(layout("no such run", body), status_code=404)
-            return HTMLResponse(layout(f"run {run_id}", render_run(run, spans, scores)))
+                return _no_such_run(run_id)
+            return HTMLResponse(layout(f"run {run_id}", render_run(run, spans, scores, page)))
+
+        return await with_reader(render)
+
+    async def run_value_page(run_id: str, value: str) -> Response:
+        if value not in _RUN_VALUES:
+            raise BadValueParameter(f"value={value[:40]!r} is none of {', '.join(_RUN_VALUES)}")
+
+        def render(reader: Reader) -> Response:
+            found, text = run_value(reader, run_id, _RUN_VALUES[value])
+            return _no_such_run(run_id) if not found else PlainTextResponse(text or "")
+
+        return await with_reader(render)
+
+    async def span_value_page(request: Request) -> Response:
+        trace_id, span_id = request.path_params["trace_id"], request.path_params["span_id"]
+        q = request.query_params
+        event, attribute = event_index(q.get("event")), q.get("attribute")
+        everything = q.get("events")
+        if everything not in (None, "all") or (everything and (event is not None or attribute is not None)):
+            raise BadValueParameter("events=all takes no event or attribute")
+
+        def render(reader: Reader) -> Response:
+            found, stored = span_values(reader, trace_id, span_id, "attributes" if event is None and not everything
+                                        else "events")
+            text = (stored or "[]") if found and everything else full_value(stored, event, attribute) if found else None
+            if text is None:
+                what = "span" if not found else "event" if attribute is None else "attribute"
+                return PlainTextResponse(f"LOUSHO_PAGE_NO_SUCH_VALUE: the span {trace_id}/{span_id} has no such "
+                                         f"{what}\n", status_code=404)
+            return PlainTextResponse(text)
 
         return await with_reader(render)
 
     async def agents_page(request: Request) -> Response:
+        page = page_of(request.query_params.get("page"), AGENTS_PER_PAGE)
+
         def render(reader: Reader) -> Response:
-            seen = {a["agent"]: a for a in agents(reader)}
-            rows = [[el("a", name, href="/agents/" + segment(name)),
-                     el("code", str(registered[name].directory)) if name in registered else el(
+            found = agents(reader, sorted(registered), page.size, page.offset)
+            rows = [[el("a", short(a["agent"], 200), href="/agents/" + segment(a["agent"])),
+                     el("code", str(registered[a["agent"]].directory)) if a["agent"] in registered else el(
                          "span", "not registered", cls="muted"),
-                     el("td", number(seen[name]["runs"]) if name in seen else "0", cls="num"),
-                     when(seen[name]["last_ns"]) if name in seen else ""]
-                    for name in sorted(set(seen) | set(registered))]
-            body = join([el("h1", "Agents"), table(["agent", "directory (--agent)", "runs", "last run (UTC)"], rows,
-                                                   id="agents")])
+                     el("td", number(a["runs"]), cls="num"), when(a["last_ns"])] for a in found]
+            total = found[0]["total"] if found else 0
+            caption = (f"agents {page.offset + 1:,} to {page.offset + len(found):,} of {total:,}, by name"
+                       if found else "No agents on this page.")
+            pages = pager("/agents", page, page.offset + len(found) < total)
+            body = join([el("h1", "Agents"), el("p", caption, cls="muted"), pages,
+                         table(["agent", "directory (--agent)", "runs", "last run (UTC)"], rows, id="agents"), pages])
             return HTMLResponse(layout("agents", body, active="/agents"))
 
         return await with_reader(render)
@@ -156,16 +225,36 @@ def build_page(
         return Response(status_code=204)
 
     routes = [
-        Route("/", runs_page, methods=["GET"]),
-        Route("/runs/{run_id:path}", run_page, methods=["GET"]),
-        Route("/sessions", sessions_page, methods=["GET"]),
-        Route("/agents", agents_page, methods=["GET"]),
+        Route("/", bad_request_said(runs_page), methods=["GET"]),
+        Route("/runs/{run_id:path}", bad_request_said(run_page), methods=["GET"]),
+        Route("/sessions", bad_request_said(sessions_page), methods=["GET"]),
+        Route("/spans/{trace_id}/{span_id}", bad_request_said(span_value_page), methods=["GET"]),
+        Route("/agents", bad_request_said(agents_page), methods=["GET"]),
         Route("/agents/{name:path}", agent_page, methods=["GET"]),
         Route("/recovery", recovery_page, methods=["GET"]),
         Route(CSS_PATH, css, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
     ]
     return SecurityHeaders(PageToken(Starlette(routes=routes), token))
+
+
+def bad_request_said(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` with a bad query parameter answered as a coded 400 page, not a 500."""
+
+    async def checked(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except UsageError as e:
+            body = join([el("h1", "Bad request"), el("p", el("code", e.code), ": ", e.message, cls="note bad",
+                                                     id="error-code"), el("p", e.hint, cls="muted")])
+            return HTMLResponse(layout("bad request", body), status_code=400)
+
+    return checked
+
+
+def _no_such_run(run_id: str) -> Response:
+    body = join([el("h1", "No such run"), el("p", "The store has no run ", el("code", short(run_id, 200)), ".")])
+    return HTMLResponse(layout("no such run", body), status_code=404)
 
 
 def _limit(raw: str | None) -> int:

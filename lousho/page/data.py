@@ -24,8 +24,16 @@ RUN_COLUMNS = (
 )
 # Bins of equal run counts per revision in the pass-rate chart.
 PASS_RATE_BINS = 12
-# A run's span tree stops here; a run with more spans says so.
-MAX_SPANS = 2000
+# Revisions in the pass-rate chart and table: those with the newest runs.
+CHART_REVISIONS = 20
+# What a list shows of a long error message; the run's own page has the whole.
+_LISTED_RUN_COLUMNS = RUN_COLUMNS.replace("error_message", "left(error_message, 200) AS error_message")
+# A run's span tree shows this many spans a page, in start order; more spans make more pages.
+SPANS_PER_PAGE = 500
+# A run's scores listed on its page; a run with more says so.
+MAX_SCORES = 500
+# The run's input, output and error as the page shows them: cut in the query, not after it.
+EXCERPT_CHARS = 2000
 # The monitor's last look: the base side keeps this many runs before the apply.
 LAST_LOOK = 60
 
@@ -48,11 +56,14 @@ class Reader:
         self.con.close()
 
 
-def agents(reader: Reader) -> list[dict[str, Any]]:
-    """Agents with runs (any run: ``lousho.run.id`` or a standard GenAI trace): name, runs, newest run start."""
+def agents(reader: Reader, registered: list[str], limit: int, offset: int) -> list[dict[str, Any]]:
+    """One page of agents by name: those with runs (any run: ``lousho.run.id`` or a standard GenAI trace)
+    and the ``registered`` ones without: name, runs, newest run start, and ``total`` (all pages)."""
     return reader.rows(
-        "SELECT agent, count(*) AS runs, max(started_ns) AS last_ns FROM runs "
-        "WHERE agent IS NOT NULL GROUP BY agent ORDER BY agent")
+        "WITH seen AS (SELECT agent, count(*) AS runs, max(started_ns) AS last_ns FROM runs "
+        "WHERE agent IS NOT NULL GROUP BY agent), named AS (SELECT DISTINCT unnest(?::VARCHAR[]) AS agent) "
+        "SELECT agent, coalesce(runs, 0) AS runs, last_ns, count(*) OVER () AS total "
+        "FROM seen FULL JOIN named USING (agent) ORDER BY agent LIMIT ? OFFSET ?", [registered, limit, offset])
 
 
 def agent_names(reader: Reader) -> list[str]:
@@ -75,15 +86,23 @@ def revisions(reader: Reader, agent: str | None) -> list[str]:
 
 
 def newest_runs(reader: Reader, *, agent: str | None, revision: str | None, failed: bool,
-                limit: int) -> list[dict[str, Any]]:
-    """The ``limit`` newest runs matching the filters, newest first. Failed: errored or failed its check."""
-    return reader.rows(*newest_runs_query(RUN_COLUMNS, agent=agent, revision=revision, failed=failed, limit=limit))
+                limit: int, offset: int = 0) -> list[dict[str, Any]]:
+    """Up to ``limit`` runs matching the filters after the ``offset`` newest, newest first (the order ends
+    with the run id: stable across pages). Failed: errored or failed its check."""
+    query, params = newest_runs_query(_LISTED_RUN_COLUMNS, agent=agent, revision=revision, failed=failed,
+                                      limit=limit)
+    return reader.rows(query + " OFFSET ?", [*params, offset])
 
 
-def run_detail(reader: Reader, run_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]],
-                                                     list[dict[str, Any]]]:
-    """The run's row, the spans of every trace it has (oldest first) and their scores."""
-    found = reader.rows(f"SELECT {RUN_COLUMNS}, input, output, conversation_id, model, last_trace_id "
+def run_detail(reader: Reader, run_id: str, span_offset: int = 0) -> tuple[
+        dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The run's row (input, output and error cut to ``EXCERPT_CHARS``, with their lengths), one page of the
+    spans of every trace it has (oldest first; one more than a page when there are more) and its scores
+    (``MAX_SCORES`` and one more at most)."""
+    cut = ", ".join(f"left({c}, {EXCERPT_CHARS}) AS {c}, length({c}) AS {c}_chars"
+                    for c in ("input", "output", "error_message"))
+    columns = RUN_COLUMNS.replace("error_message, ", "")
+    found = reader.rows(f"SELECT {columns}, {cut}, conversation_id, model, last_trace_id "
                         f"FROM ({runs_select('run_id = ?')})", [run_id])
     if not found:
         return None, [], []
@@ -91,20 +110,38 @@ def run_detail(reader: Reader, run_id: str) -> tuple[dict[str, Any] | None, list
     traces = "SELECT DISTINCT trace_id FROM spans WHERE run_id = ? UNION SELECT ?"
     last = found[0]["last_trace_id"]
     spans = reader.rows(
-        "SELECT trace_id, span_id, parent_span_id, name, kind, operation, status_code, status_message, "
-        "start_ns, end_ns, duration_ns, request_model, tool_name, input_tokens, output_tokens, cost_usd, "
-        "error_type, attributes::VARCHAR AS attributes, events::VARCHAR AS events "
-        f"FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns, span_id LIMIT ?", [run_id, last, MAX_SPANS + 1])
+        "SELECT trace_id, span_id, parent_span_id, left(name, 500) AS name, kind, operation, status_code, "
+        f"left(status_message, {EXCERPT_CHARS + 1}) AS status_message, start_ns, end_ns, duration_ns, "
+        "left(request_model, 500) AS request_model, left(tool_name, 500) AS tool_name, input_tokens, output_tokens, "
+        "cost_usd, left(error_type, 500) AS error_type, attributes::VARCHAR AS attributes, events::VARCHAR AS events "
+        f"FROM spans WHERE trace_id IN ({traces}) ORDER BY start_ns, span_id, trace_id LIMIT ? OFFSET ?",
+        [run_id, last, SPANS_PER_PAGE + 1, span_offset])
     scores = reader.rows(
         "SELECT trace_id, span_id, name, score_value, score_label, passed, failed_check, explanation, time_ns "
-        f"FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns, seq", [run_id, last])
+        f"FROM scores WHERE trace_id IN ({traces}) ORDER BY time_ns, seq LIMIT ?", [run_id, last, MAX_SCORES + 1])
     return found[0], spans, scores
+
+
+def run_value(reader: Reader, run_id: str, which: str) -> tuple[bool, str | None]:
+    """The whole ``input``, ``output`` or ``error_message`` of a run: (the run exists, the value)."""
+    assert which in ("input", "output", "error_message")
+    found = reader.rows(f"SELECT {which} AS value FROM ({runs_select('run_id = ?')})", [run_id])
+    return bool(found), found[0]["value"] if found else None
+
+
+def span_values(reader: Reader, trace_id: str, span_id: str, column: str) -> tuple[bool, str | None]:
+    """A span's ``attributes`` or ``events`` as the store's JSON text: (the span exists, the text)."""
+    assert column in ("attributes", "events")
+    found = reader.rows(f"SELECT {column}::VARCHAR AS value FROM spans WHERE trace_id = ? AND span_id = ? LIMIT 1",
+                        [trace_id, span_id])
+    return bool(found), found[0]["value"] if found else None
 
 
 def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
     """Scored non-probe runs of ``agent`` by (revision, run-index bin): scored, passes, first and last start.
 
-    Each revision's runs, in start order, split into ``PASS_RATE_BINS`` bins of equal run counts (one run
+    Only the ``CHART_REVISIONS`` revisions with the newest runs (``revisions`` counts them all). Each
+    revision's runs, in start order, split into ``PASS_RATE_BINS`` bins of equal run counts (one run
     a bin when it has fewer); revisions come in the order of their first run. Binning by run index, not
     by time, keeps two revisions days apart side by side instead of at the chart's two edges. Probe runs
     (the improve loop's own) are not live traffic and stay out, as in analysis' pass rates.
@@ -114,17 +151,21 @@ def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
         WITH r AS (
             SELECT harness_revision, passed, started_ns FROM ({runs_select('agent_name = ?')})
             WHERE agent = ? AND NOT probe AND passed IS NOT NULL AND harness_revision IS NOT NULL
+        ), newest AS (
+            SELECT harness_revision FROM r GROUP BY harness_revision
+            ORDER BY max(started_ns) DESC, harness_revision LIMIT ?
         ), numbered AS (
             SELECT *, row_number() OVER (PARTITION BY harness_revision ORDER BY started_ns) - 1 AS i,
                 count(*) OVER (PARTITION BY harness_revision) AS n,
                 min(started_ns) OVER (PARTITION BY harness_revision) AS revision_first_ns
-            FROM r
+            FROM r WHERE harness_revision IN (SELECT harness_revision FROM newest)
         )
         SELECT harness_revision AS revision, (i * ? // n)::BIGINT AS bin,
             count(*) AS scored, sum(passed::INTEGER)::BIGINT AS passes,
-            min(started_ns) AS first_ns, max(started_ns) AS last_ns, any_value(revision_first_ns) AS revision_first_ns
+            min(started_ns) AS first_ns, max(started_ns) AS last_ns, any_value(revision_first_ns) AS revision_first_ns,
+            (SELECT count(DISTINCT harness_revision) FROM r) AS revisions
         FROM numbered GROUP BY ALL ORDER BY revision_first_ns, revision, bin
-        """, [agent, agent, PASS_RATE_BINS])
+        """, [agent, agent, CHART_REVISIONS, PASS_RATE_BINS])
 
 
 def monitor_outcomes(reader: Reader, agent: str, before: str, after: str,

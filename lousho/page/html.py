@@ -178,6 +178,8 @@ dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; backg
 dt { color: var(--muted); }
 dd { margin: 0; word-break: break-word; }
 details summary { cursor: pointer; color: var(--muted); font-size: 12px; }
+dl.attributes { padding: 4px 8px; font-size: 12px; }
+nav.pager { margin: 8px 0; }
 svg.chart { background: #fff; border: 1px solid var(--line); max-width: 100%; height: auto; }
 svg.chart text { font: 11px system-ui, sans-serif; fill: #3a4254; }
 svg.bar { display: block; }

@@ -7,24 +7,30 @@ from typing import Any
 from lousho.page.data import Reader
 from lousho.page.html import Safe, el, join, number, segment, table, when
 
-SESSION_COLUMNS = ("session_id, agent, turns, run_ids, epoch_ns(first_at) AS first_ns, epoch_ns(last_at) AS last_ns, "
+# Runs of one session the list links; a longer session says how many more it has.
+SHOWN_RUNS = 20
+SESSION_COLUMNS = (f"session_id, agent, turns, run_ids[1:{SHOWN_RUNS}] AS run_ids, len(run_ids) AS run_count, "
+                   "epoch_ns(first_at) AS first_ns, epoch_ns(last_at) AS last_ns, "
                    "failed, pass_rate, input_tokens, output_tokens, cost_usd")
 
 
-def newest_sessions(reader: Reader, agent: str | None, limit: int) -> list[dict[str, Any]]:
+def newest_sessions(reader: Reader, agent: str | None, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+    """Up to ``limit`` sessions after the ``offset`` newest, newest first (ties by id: stable across pages)."""
     where, params = ("WHERE agent = ?", [agent]) if agent else ("", [])
-    return reader.rows(f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY last_ns DESC, session_id LIMIT ?",
-                       [*params, limit])
+    return reader.rows(f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY last_ns DESC, session_id "
+                       "LIMIT ? OFFSET ?", [*params, limit, offset])
 
 
-def render_sessions(rows: list[dict[str, Any]]) -> Safe:
+def render_sessions(rows: list[dict[str, Any]], pages: Safe) -> Safe:
     if not rows:
         body = el("p", "No sessions: runs join one when their spans carry a conversation id "
                   "(gen_ai.conversation.id, session.id, ...).", cls="muted", id="no-sessions")
-        return join([el("h1", "Sessions"), body])
+        return join([el("h1", "Sessions"), body, pages])
     lines = []
     for r in rows:
         runs = [el("a", el("code", run_id), href="/runs/" + segment(run_id)) for run_id in r["run_ids"]]
+        if r["run_count"] > len(runs):
+            runs.append(el("span", f"and {r['run_count'] - len(runs):,} more", cls="muted"))
         rate = "" if r["pass_rate"] is None else f"{r['pass_rate']:.2f}"
         cost = "" if r["cost_usd"] is None else f"${r['cost_usd']:.6f}"
         lines.append([el("code", r["session_id"]),
@@ -37,4 +43,4 @@ def render_sessions(rows: list[dict[str, Any]]) -> Safe:
     headers = ["session", "agent", "turns", "runs", "first (UTC)", "last (UTC)", "failed", "pass rate", "tokens",
                "cost"]
     return join([el("h1", "Sessions"), el("p", f"{len(rows)} session(s), newest first", cls="muted"),
-                 table(headers, lines, id="sessions")])
+                 table(headers, lines, id="sessions"), pages])

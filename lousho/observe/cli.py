@@ -99,6 +99,15 @@ DEFAULT_DB = Path(".lousho/observe.duckdb")
               help="Seconds before a SQL query is stopped.")
 @click.option("--sql-workers", type=click.IntRange(min=1), default=4, show_default=True,
               help="SQL queries run at once (as many more wait; beyond that 503 + Retry-After).")
+@click.option("--sql-max-query-kib", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Longest SQL query text accepted, in KiB (413 above it, before anything parses it).")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="DuckDB's memory limit for the store, e.g. 2GiB or 512MiB (a query past it gets "
+                   "LOUSHO_SQL_OUT_OF_MEMORY) [default: 25% of RAM, at most 4GiB].")
+@click.option("--sql-query-memory", default=None, metavar="SIZE",
+              help="Memory one SQL answer may hold, e.g. 256MiB [default: the memory limit / (2 x --sql-workers)].")
+@click.option("--send-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds a client may read nothing of an answer before it is cut off.")
 @click.option("--commit-delay", type=float, default=0.0, hidden=True,
               help="Fault point: pause before each commit (backpressure tests and demos).")
 @click.option("--dedup-window", type=click.IntRange(min=1), default=2 * 1024 * 1024, hidden=True,
@@ -131,7 +140,8 @@ def observe(
     db: Path, host: str, port: int, grpc_port: int, token: str | None, token_file: Path | None,
     allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
     header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
-    queue_mib: float, sql_timeout: float, sql_workers: int, commit_delay: float, dedup_window: int,
+    queue_mib: float, sql_timeout: float, sql_workers: int, sql_max_query_kib: int, memory_limit: str | None,
+    sql_query_memory: str | None, send_timeout: float, commit_delay: float, dedup_window: int,
     agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
     model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
@@ -159,11 +169,32 @@ def observe(
         body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
         max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
-        dedup_window=dedup_window,
+        dedup_window=dedup_window, sql_max_query_bytes=sql_max_query_kib * 1024,
+        memory_limit_bytes=_size("--memory-limit", memory_limit),
+        sql_query_memory_bytes=_size("--sql-query-memory", sql_query_memory), send_timeout_s=send_timeout,
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None
     serve(config, announce=lambda line: click.echo(line), trigger=trigger, page=page)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2,
+          "gib": 1024**3}
+
+
+def _size(flag: str, text: str | None) -> int | None:
+    """``2GiB``, ``512MiB``, ``1.5GB`` or a byte count, as bytes; None for None."""
+    if text is None:
+        return None
+    number = text.strip().rstrip("bBiIkKmMgG")
+    unit = text.strip()[len(number):].lower()
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise click.BadParameter(f"{text!r} is not a size (e.g. 512MiB, 2GiB)", param_hint=flag) from None
+    if value < 16 * MIB:
+        raise click.BadParameter(f"{text!r} is below 16MiB", param_hint=flag)
+    return int(value)
 
 
 def wired(wiring: Wiring) -> click.Command:

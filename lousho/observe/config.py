@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,17 @@ from lousho.observe import tls_dates
 from lousho.observe.errors import TlsIncomplete, TlsUnusable, UnsafeBind
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+def default_memory_limit() -> int:
+    """DuckDB's own default is 80% of RAM, more than a daemon beside an agent should take: 25% of RAM,
+    at most 4 GiB."""
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 4 * GIB
+    return min(ram // 4, 4 * GIB)
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,15 @@ class DaemonConfig:
     sql_max_rows: int = 1_000_000
     # Threads that run SQL queries (as many more may wait); OTLP ingest never shares them.
     sql_workers: int = 4
+    # A query's text past this is refused (413) before anything parses it.
+    sql_max_query_bytes: int = MIB
+    # DuckDB's memory limit for the store (scans, joins, sorts of every query); None: default_memory_limit().
+    memory_limit_bytes: int | None = None
+    # Arrow bytes one query's answer may hold; None: the memory limit shared by every SQL slot
+    # (workers and as many waiting), so answers held at once never pass it.
+    sql_query_memory_bytes: int | None = None
+    # A client that takes nothing of an answer for this long is cut off, and the answer freed.
+    send_timeout_s: float = 30.0
     # A pause before each commit; a fault point to show backpressure, 0 in real use.
     commit_delay_s: float = 0.0
     # Span keys the writer holds to drop a re-sent span (recent_keys.py); a smaller window shows compaction.
@@ -55,6 +76,16 @@ class DaemonConfig:
         if self.tls_cert is not None and self.tls_key is not None:
             _check_tls(self.tls_cert, self.tls_key)
         return self
+
+    @property
+    def memory_limit(self) -> int:
+        return self.memory_limit_bytes if self.memory_limit_bytes is not None else default_memory_limit()
+
+    @property
+    def sql_query_memory(self) -> int:
+        if self.sql_query_memory_bytes is not None:
+            return self.sql_query_memory_bytes
+        return max(MIB, self.memory_limit // (2 * self.sql_workers))
 
     @property
     def scheme(self) -> str:

@@ -62,7 +62,8 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         warning = tls_dates.expiry_warning(config.tls_cert, dates)
         if warning is not None:
             print(warning, file=sys.stderr, flush=True)
-    store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window)
+    store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window,
+                      memory_limit=f"{config.memory_limit}B")
     writer = Writer(
         store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s
     )
@@ -85,7 +86,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         server = _Server(
             uvicorn.Config(
                 app,
-                http=protocol_with_header_timeout(config.header_timeout_s),
+                http=protocol_with_header_timeout(config.header_timeout_s, config.send_timeout_s),
                 log_level="warning",
                 lifespan="off",
                 access_log=False,

@@ -44,6 +44,22 @@ class SqlBusy(ObserveError):
     hint = "retry after the Retry-After delay; the daemon's --sql-workers sets how many queries run at once"
 
 
+class SqlTooLarge(ObserveError):
+    """The query text is over the daemon's bound; refused before anything parses it (HTTP 413)."""
+
+    code = "LOUSHO_SQL_TOO_LARGE"
+    hint = ("send a shorter query: put long value lists in a join or a range, not an IN list; "
+            "the daemon's --sql-max-query-kib sets the bound")
+
+
+class SqlOutOfMemory(ObserveError):
+    """The query needed more memory than one query may take; the daemon is unaffected."""
+
+    code = "LOUSHO_SQL_OUT_OF_MEMORY"
+    hint = ("narrow the query (a WHERE on start_ns or run_id, fewer columns, a LIMIT) or aggregate in SQL; "
+            "the daemon's --sql-query-memory and --memory-limit set the bounds")
+
+
 class SqlUnsupportedType(ObserveError):
     """A result column has a type the answer's format cannot carry."""
 

@@ -23,7 +23,7 @@ from lousho._checked_json import NestedTooDeep, invalid_text, loads_bounded
 from lousho.observe import otlp_json_native, otlp_native
 from lousho.observe import sql as sql_api
 from lousho.observe.config import DaemonConfig
-from lousho.observe.errors import ObserveError, SqlBusy, StoreCorrupt, StoreDiskFull
+from lousho.observe.errors import ObserveError, SqlBusy, SqlTooLarge, StoreCorrupt, StoreDiskFull
 from lousho.observe.http_guard import HostGuard
 from lousho.observe.http_layers import (
     GRPC_INTERNAL,
@@ -36,7 +36,7 @@ from lousho.observe.metrics import Metrics
 from lousho.observe.otlp_decode import BadPayload, Decoded
 from lousho.observe.sql_csv import csv_text
 from lousho.observe.sql_json import row_keys, rows_json
-from lousho.observe.sql_pool import SqlPool
+from lousho.observe.sql_pool import SqlPool, Ticket
 from lousho.observe.store import decode_for_store
 from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
 
@@ -130,7 +130,13 @@ def build_app(
             return _error(request, 415, "LOUSHO_SQL_UNSUPPORTED_MEDIA_TYPE",
                           f"Content-Type {ctype or '(none)'!r} is not supported",
                           "send Content-Type: application/json")
-        doc = _sql_request(await request.body())
+        raw = await request.body()
+        # Bounded before anything parses it, the JSON too: the query is most of the body.
+        if len(raw) > config.sql_max_query_bytes + _SQL_BODY_SLACK:
+            e = SqlTooLarge(f"the request is {len(raw)} bytes, over the {config.sql_max_query_bytes} byte "
+                            "bound on a query")
+            return _error(request, 413, e.code, e.message, e.hint)
+        doc = _sql_request(raw)
         if isinstance(doc, str):
             return _error(request, 400, "LOUSHO_SQL_BAD_REQUEST", doc,
                           "send UTF-8 JSON: {\"query\": ..., \"params\": [...]}")
@@ -143,6 +149,7 @@ def build_app(
                 result = sql_api.run_query(
                     con, doc["query"], doc.get("params"),
                     timeout=config.sql_timeout_s, max_rows=config.sql_max_rows,
+                    max_query_bytes=config.sql_max_query_bytes, max_answer_bytes=config.sql_query_memory,
                 )
             finally:
                 con.close()
@@ -151,15 +158,27 @@ def build_app(
             return encode(result), result.truncated, result.table.num_rows
 
         try:
-            body, truncated, rows = await sql_pool.run(run)
+            ticket = sql_pool.admit()
         except SqlBusy as e:
             return _error(request, 503, e.code, e.message, e.hint, retry_after=config.retry_after_s)
+        try:
+            body, truncated, rows = await sql_pool.run(run)
         except ObserveError as e:
-            return _error(request, 400, e.code, e.message, e.hint)
+            ticket.release()
+            return _error(request, 413 if isinstance(e, SqlTooLarge) else 400, e.code, e.message, e.hint)
+        except BaseException:
+            ticket.release()
+            raise
+        if len(body) > config.sql_query_memory:
+            ticket.release()
+            return _error(request, 400, "LOUSHO_SQL_OUT_OF_MEMORY",
+                          f"the encoded answer passed the {config.sql_query_memory} bytes one query may hold",
+                          "narrow the query (WHERE, fewer columns, LIMIT) or ask for Arrow")
+        ticket.hold(len(body))
         headers = {"x-lousho-rows": str(rows)}
         if truncated:
             headers["x-lousho-truncated"] = "true"
-        return Response(body, media_type=media_type, headers=headers)
+        return _HeldAnswer(body, ticket, media_type=media_type, headers=headers)
 
     async def healthz(request: Request) -> Response:
         damage = metrics.store_damage
@@ -174,7 +193,9 @@ def build_app(
         return JSONResponse({"status": "ok"})
 
     async def metrics_route(request: Request) -> Response:
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+        sql_lines = (f"# TYPE lousho_sql_pending_bytes gauge\nlousho_sql_pending_bytes {sql_pool.pending_bytes}\n"
+                     f"# TYPE lousho_sql_in_flight gauge\nlousho_sql_in_flight {sql_pool.in_flight}\n")
+        return PlainTextResponse(metrics.render() + sql_lines, media_type="text/plain; version=0.0.4")
 
     routes = [
         Route("/v1/traces", traces, methods=["POST"]),
@@ -190,6 +211,36 @@ def build_app(
     if page is not None:
         app = _beside(app, page)
     return HostGuard(app, bind_host=config.host, allowed_hosts=config.allowed_hosts)
+
+
+# JSON quoting and the params around the query text.
+_SQL_BODY_SLACK = 64 * 1024
+# An answer goes out in pieces: the connection's buffer then holds one piece, not a second copy of it all.
+_ANSWER_PIECE = 256 * 1024
+
+
+class _HeldAnswer(Response):
+    """An answer whose pool slot and bytes are given back once it is sent, or once the connection is gone
+    (the daemon's send timeout aborts a client that reads nothing)."""
+
+    def __init__(self, body: bytes, ticket: Ticket, **kwargs: Any) -> None:
+        super().__init__(body, **kwargs)
+        self._ticket = ticket
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = memoryview(self.body)
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            for start in range(0, len(body), _ANSWER_PIECE):
+                more = start + _ANSWER_PIECE < len(body)
+                await send({"type": "http.response.body", "body": bytes(body[start:start + _ANSWER_PIECE]),
+                            "more_body": more})
+            if not body:
+                await send({"type": "http.response.body", "body": b""})
+        finally:
+            body.release()
+            self.body = b""
+            self._ticket.release()
 
 
 def _beside(api: ASGIApp, page: Mounted) -> ASGIApp:

@@ -10,6 +10,13 @@ Fences, each enough against a different mistake:
 - external access is disabled on the instance (``read_csv('/etc/passwd')`` fails inside a SELECT),
   and a file opened without the daemon is opened read-only.
 
+Bounds, so one query cannot take the daemon with it: the text is refused past ``max_query_bytes`` before
+anything parses it (``LOUSHO_SQL_TOO_LARGE``); the check and the query run inside the time limit; the
+rows read stop at ``max_answer_bytes`` of Arrow data, and DuckDB's own memory limit turns a query that
+needs more into ``LOUSHO_SQL_OUT_OF_MEMORY``. The parse, the check and the query run with the GIL
+released (``_seam.submit`` rather than ``con.sql``, whose Python-side preparation of the text holds the
+GIL for about 0.4 s per MiB), so ingest never waits behind a long statement.
+
 Results come back as Arrow with one adjustment: a column whose type has no faithful Arrow form in
 this DuckDB (HUGEINT and UHUGEINT (UHUGEINT's top half would wrap), BIGNUM, BIT, TIME WITH TIME
 ZONE, VARIANT, GEOMETRY, or a nested type holding one) is sent as DuckDB's text for it.
@@ -25,10 +32,23 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from lousho.observe.errors import SqlFailed, SqlRefused
+try:  # DuckDB 2.0.1's entry that prepares a statement with the GIL released; private, so optional.
+    from duckdb import _seam
+except ImportError:  # another DuckDB: the public path, which holds the GIL while it prepares the text
+    _seam = None
+
+from lousho.observe.errors import SqlFailed, SqlOutOfMemory, SqlRefused, SqlTooLarge
 from lousho.observe.sql_guard import check_read_only, first_line
 
 __all__ = ["QueryResult", "check_read_only", "run_query"]
+
+MIB = 1024 * 1024
+# The default bound on a query's text. A MiB of SQL is a long IN list; DuckDB's parser takes about a
+# GiB and some seconds for a MiB of the densest text (``1,1,1,...``), which the bound keeps finite.
+MAX_QUERY_BYTES = MIB
+# A query with a column that must be re-read as text (``_faithful``) and with parameters is rebuilt as a
+# relation, whose preparation holds the GIL: it is allowed only for a text this short.
+_REBUILT_UP_TO = 32 * 1024
 
 _AS_TEXT = re.compile(r"\b(HUGEINT|UHUGEINT|BIGNUM|VARINT|BIT|TIME WITH TIME ZONE|VARIANT|GEOMETRY)\b")
 
@@ -46,21 +66,25 @@ def run_query(
     *,
     timeout: float = 30.0,
     max_rows: int = 1_000_000,
+    max_query_bytes: int = MAX_QUERY_BYTES,
+    max_answer_bytes: int | None = None,
 ) -> QueryResult:
     """Run a checked query on ``con`` (a cursor of its own), interrupting it after ``timeout``.
 
     ``con`` must have no open transaction; the query runs in a read-only one, rolled back after.
     """
-    check_read_only(query)
+    check_size(query, max_query_bytes)
     if params is not None and not isinstance(params, list | tuple):
         raise SqlRefused("params must be a list")
+    # The clock starts before the check: parsing a long statement is part of what the limit bounds.
     timer = threading.Timer(timeout, con.interrupt)
     timer.daemon = True
     timer.start()
     try:
+        check_read_only(query, con)
         con.execute("BEGIN TRANSACTION READ ONLY")
         try:
-            return _fetch(con, query, params, max_rows)
+            return _fetch(con, query, params, max_rows, max_answer_bytes)
         finally:
             _rollback(con)
     except duckdb.InterruptException:
@@ -68,6 +92,8 @@ def run_query(
             f"the query ran past the {timeout:g} s limit and was stopped",
             hint="narrow the query (a WHERE on start_ns or run_id, a LIMIT)",
         ) from None
+    except duckdb.OutOfMemoryException as e:
+        raise SqlOutOfMemory(f"the query needed more memory than the daemon allows: {first_line(e)}") from None
     except (duckdb.PermissionException, duckdb.TransactionException) as e:
         # TransactionException: the read-only transaction refused a write the guard let through.
         raise SqlRefused(f"refused: {first_line(e)}") from None
@@ -80,16 +106,57 @@ def run_query(
         timer.cancel()
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, query: str, params: list[Any] | None, max_rows: int) -> QueryResult:
-    relation = con.sql(query, params=list(params) if params else None)
-    if relation is None:
+def check_size(query: object, max_query_bytes: int) -> None:
+    """Refuse a text over the bound before anything parses it (a character is at most 4 UTF-8 bytes)."""
+    if isinstance(query, str) and len(query) > max_query_bytes // 4 and len(query.encode()) > max_query_bytes:
+        raise SqlTooLarge(f"the query is {len(query.encode())} bytes, over the {max_query_bytes} byte bound")
+
+
+def _fetch(
+    con: duckdb.DuckDBPyConnection, query: str, params: list[Any] | None, max_rows: int, max_bytes: int | None,
+) -> QueryResult:
+    values = list(params) if params else None
+    if _seam is None:
+        relation = con.sql(query, params=values)
+        description = relation.description if relation is not None else None
+        close, arrow_reader = (lambda: None), (lambda: relation.to_arrow_reader(65_536))
+    else:
+        result = _seam.submit(con, query, values, "stream", 65_536)
+        description, close, arrow_reader = result.description, result.close, result.arrow_reader
+    types = [str(d[1]) for d in description or ()]
+    if not description:
+        close()
         raise SqlRefused("the statement returns no rows")
-    relation = _faithful(relation)
-    reader = relation.to_arrow_reader(batch_size=65_536)
+    if any(_AS_TEXT.search(t) for t in types):
+        close()
+        reader = _faithful_reader(con, query, values)
+    else:
+        reader = arrow_reader()
+    try:
+        return _read(reader, max_rows, max_bytes)
+    finally:
+        reader.close()
+
+
+def _faithful_reader(con: duckdb.DuckDBPyConnection, query: str, values: list[Any] | None) -> Any:
+    if values and len(query) > _REBUILT_UP_TO:
+        raise SqlRefused(f"a result column needs a text form, and with params the query must then be at most "
+                         f"{_REBUILT_UP_TO} characters", hint="cast the column in the query, e.g. col::VARCHAR")
+    relation = con.sql(query, params=values)
+    assert relation is not None
+    return _faithful(relation).to_arrow_reader(batch_size=65_536)
+
+
+def _read(reader: Any, max_rows: int, max_bytes: int | None) -> QueryResult:
     batches: list[pa.RecordBatch] = []
     rows = 0
+    nbytes = 0
     truncated = False
     for batch in reader:
+        nbytes += batch.nbytes
+        if max_bytes is not None and nbytes > max_bytes:
+            del batches
+            raise SqlOutOfMemory(f"the answer passed the {max_bytes // MIB} MiB one query may hold")
         if rows + batch.num_rows > max_rows:
             batches.append(batch.slice(0, max_rows - rows))
             truncated = True

@@ -1,8 +1,10 @@
 """What a read may call: the statement check every SQL API query passes before it runs.
 
 The check reads DuckDB's own parse tree (``json_serialize_sql``), not the query text, so quoting,
-comments, nesting and case cannot hide a call. It refuses, with ``LOUSHO_SQL_REFUSED`` naming what
-it found:
+comments, nesting and case cannot hide a call. DuckDB parses and scans it in one statement with the GIL
+released, on the caller's connection and inside its time limit: a statement of a million tokens keeps a
+SQL worker busy, never the event loop or the threads that decode and store spans.
+It refuses, with ``LOUSHO_SQL_REFUSED`` naming what it found:
 
 - anything but exactly one SELECT statement (INSERT, COPY, ATTACH, SET, PRAGMA, CALL, ...);
 - a data-modifying query anywhere inside it (``WITH x AS (DELETE ... RETURNING ...) SELECT ...``);
@@ -21,8 +23,6 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Iterator
-from typing import Any
 
 import duckdb
 
@@ -52,75 +52,89 @@ HARMLESS_VOLATILE = frozenset({
 # or subquery) and anything newer are refused.
 _READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 
-_ALLOWED_STATEMENTS = {duckdb.StatementType.SELECT}
-
 _parser_lock = threading.Lock()
 
+# Statements whose text is at most this long are named when refused ("INSERT statements are refused");
+# naming them takes DuckDB's statement splitter, which holds the GIL (about 1 ms per kilobyte).
+_NAMED_UP_TO = 8 * 1024
 
-def check_read_only(query: object) -> None:
-    """Refuse anything that is not one side-effect-free SELECT, before it reaches the store."""
+# The check, as one DuckDB statement: DuckDB parses the text into its JSON parse tree and scans that
+# tree, all with the GIL released, so a huge statement costs ingest nothing, and ``con.interrupt`` (the
+# time limit) can stop it between steps. Only short lists come back to Python.
+#
+# The tree is scanned as text, which is exact for what is looked for: the serialiser writes compact
+# JSON with fixed key names, and inside a JSON string every quote is escaped, so ``"type":"X_NODE"``
+# and ``"function_name":"..."`` cannot occur inside a string value. A user-chosen name could at most
+# add a match (a refusal, never a pass); every real node and call matches.
+_CHECK = r"""
+WITH s AS MATERIALIZED (SELECT json_serialize_sql(?::VARCHAR, skip_null := true, skip_empty := true) AS j)
+SELECT
+    starts_with(j, '{"error":true'),
+    CASE WHEN starts_with(j, '{"error":true') THEN json_extract_string(j, '$.error_type') END,
+    CASE WHEN starts_with(j, '{"error":true') THEN json_extract_string(j, '$.error_message') END,
+    CASE WHEN starts_with(j, '{"error":false') THEN json_array_length(j, '$.statements') END,
+    list_distinct(regexp_extract_all(j, '"type":"([A-Z_]+_NODE)"', 1)),
+    list_distinct(regexp_extract_all(j, '"function_name":"((?:[^"\\]|\\.)*)"', 1))
+FROM s
+"""
+
+
+def check_read_only(query: object, con: duckdb.DuckDBPyConnection | None = None) -> None:
+    """Refuse anything that is not one side-effect-free SELECT, before it reaches the store.
+
+    The parse and the scan run as one statement on ``con`` (a cursor of the store; by default an empty
+    database that only parses), so the caller's time limit interrupts them like the query itself.
+    """
     if not isinstance(query, str) or not query.strip():
         raise SqlRefused("the query is empty")
+    own = con is None
+    if own:
+        with _parser_lock:
+            con = _parser().cursor()
+    assert con is not None
     try:
-        statements = duckdb.extract_statements(query)
-    except duckdb.Error as e:
-        raise SqlFailed(f"the query does not parse: {first_line(e)}") from None
-    if len(statements) != 1:
-        raise SqlRefused(f"one statement per request, got {len(statements)}")
-    kind = statements[0].type
-    if kind not in _ALLOWED_STATEMENTS:
-        name = getattr(kind, "name", str(kind))
-        raise SqlRefused(f"{name} statements are refused: the SQL API is read-only")
-    _check_tree(_parse_tree(query))
-
-
-def _check_tree(tree: Any) -> None:
-    denied = side_effect_functions()
-    for node in _nodes(tree):
-        node_type = node.get("type")
-        if isinstance(node_type, str) and node_type.endswith("_NODE") and node_type not in _READ_NODES:
+        row = con.execute(_CHECK, [query]).fetchone()
+    finally:
+        if own:
+            con.close()
+    assert row is not None
+    failed, error_type, error_message, count, node_types, names = row
+    if failed:
+        _refuse_unserialisable(query, error_type, error_message)
+    if count == 0:
+        raise SqlRefused("the query is empty")
+    if count != 1:
+        raise SqlRefused(f"one statement per request, got {count}")
+    for node_type in node_types:
+        if node_type not in _READ_NODES:
             verb = node_type.removesuffix("_QUERY_NODE").removesuffix("_NODE")
             raise SqlRefused(f"{verb} inside a query is refused: the SQL API is read-only")
-        if node_type == "TABLE_FUNCTION":
-            name = _function_name(node.get("function"))
-            if name is not None and name not in READ_TABLE_FUNCTIONS:
-                raise SqlRefused(f"the table function {name}() is refused: the SQL API only reads "
-                                 "the store (ranges, unnest, catalog listings)")
-        name = _function_name(node)
-        if name is not None and name in denied:
+    denied = side_effect_functions()
+    tables = non_reading_table_functions()
+    for escaped in names:
+        name = json.loads(f'"{escaped}"').lower()
+        if name in tables:
+            raise SqlRefused(f"the table function {name}() is refused: the SQL API only reads "
+                             "the store (ranges, unnest, catalog listings)")
+        if name in denied:
             raise SqlRefused(f"the function {name}() is refused: it changes state, and the SQL API is read-only")
 
 
-def _parse_tree(query: str) -> Any:
-    with _parser_lock:
-        cursor = _parser().cursor()
-    try:
-        row = cursor.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
-    finally:
-        cursor.close()
-    tree = json.loads(row[0]) if row else {"error": True}
-    if tree.get("error"):
-        # extract_statements said SELECT, so this is syntax DuckDB cannot serialise: refuse what we
-        # cannot read rather than run it unchecked.
-        raise SqlRefused(f"the query cannot be checked: {tree.get('error_message') or 'not serialisable'}")
-    return tree
-
-
-def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
-    stack = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            yield item
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
-def _function_name(node: Any) -> str | None:
-    if not isinstance(node, dict) or not isinstance(node.get("function_name"), str):
-        return None
-    return node["function_name"].lower()
+def _refuse_unserialisable(query: str, error_type: str | None, error_message: str | None) -> None:
+    message = (error_message or "").strip().splitlines()[0] if (error_message or "").strip() else "unknown error"
+    if error_type == "parser":
+        raise SqlFailed(f"the query does not parse: {message[:500]}")
+    if "Only SELECT statements" not in message:
+        # A SELECT DuckDB cannot serialise: refuse what we cannot read rather than run it unchecked.
+        raise SqlRefused(f"the query cannot be checked: {message[:500]}")
+    if len(query) <= _NAMED_UP_TO:
+        statements = duckdb.extract_statements(query)
+        if len(statements) != 1:
+            raise SqlRefused(f"one statement per request, got {len(statements)}")
+        kind = statements[0].type
+        name = getattr(kind, "name", str(kind))
+        raise SqlRefused(f"{name} statements are refused: the SQL API is read-only")
+    raise SqlRefused("only one SELECT statement is accepted: the SQL API is read-only")
 
 
 @functools.cache
@@ -129,6 +143,25 @@ def _parser() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:", config={"enable_external_access": False,
                                               "autoinstall_known_extensions": False,
                                               "autoload_known_extensions": False})
+
+
+@functools.cache
+def non_reading_table_functions() -> frozenset[str]:
+    """Every table function and table macro of this DuckDB outside ``READ_TABLE_FUNCTIONS``.
+
+    A call is refused by name wherever it appears: no scalar shares a name with one of these today, and
+    if one ever does it is refused too (the safe side).
+    """
+    with _parser_lock:
+        cursor = _parser().cursor()
+    try:
+        rows = cursor.execute(
+            "SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
+            "WHERE function_type IN ('table', 'table_macro')"
+        ).fetchall()
+    finally:
+        cursor.close()
+    return frozenset(name for (name,) in rows) - READ_TABLE_FUNCTIONS
 
 
 @functools.cache

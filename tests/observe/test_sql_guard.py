@@ -117,7 +117,7 @@ def test_engine_fences_hold_when_the_parse_check_is_bypassed(tmp_path, monkeypat
     refuses the write and the locked configuration still refuses enable_logging."""
     store = SpanStore(tmp_path / "o.duckdb")
     try:
-        monkeypatch.setattr(sql_api, "check_read_only", lambda query: None)
+        monkeypatch.setattr(sql_api, "check_read_only", lambda query, con=None: None)
         con = store.reader()
         with pytest.raises(SqlRefused, match="read-only"):
             sql_api.run_query(con, "WITH x AS (DELETE FROM lousho_schema RETURNING 1) SELECT * FROM x")

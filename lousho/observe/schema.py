@@ -171,7 +171,7 @@ _RESOURCES_ONCE = (
     "CREATE TABLE span_rows AS SELECT * EXCLUDE (resource), NULL::BIGINT AS resource_key FROM spans LIMIT 0",
     *(f"ALTER TABLE span_rows ALTER COLUMN {column} SET NOT NULL"
       for column in ("span_key", "trace_id", "span_id", "name", "kind", "start_ns", "end_ns", "duration_ns",
-                     "status_code", "received_ns", "commit_seq")),
+                     "status_code", "received_ns")),
     f"INSERT INTO span_rows SELECT * EXCLUDE (resource), {_RESOURCE_KEY_SQL} FROM spans",
     "DROP TABLE spans",
     "CREATE VIEW spans AS SELECT "

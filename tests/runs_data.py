@@ -17,9 +17,11 @@ import random
 
 import duckdb
 
-from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
+from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded, resource_key
 from lousho.observe.runs_view import runs_select
 from lousho.observe.sessions_view import sessions_select
+
+EMPTY_RESOURCE = resource_key("{}")
 
 
 def _span(rng: random.Random, trace: str, span_id: str, parent: str | None, start: int, end: int, *,
@@ -42,7 +44,7 @@ def _span(rng: random.Random, trace: str, span_id: str, parent: str | None, star
         "output": pick((None, '{"a": 2}')) if run_id else None,
         "input_tokens": pick((None, 10, 200)), "output_tokens": pick((None, 5, 70)),
         "cost_usd": pick((None, rng.randint(0, 1000) / 1024)), "probe": pick((None, False, True)),
-        "attributes": "{}", "resource": "{}", "events": None, "links": None,
+        "attributes": "{}", "resource_key": EMPTY_RESOURCE, "events": None, "links": None,
         "call_id": call_id, "cost_source": pick((None, "reported", "price-table")),
         "skill_name": pick((None, None, "search", "edit")),
         "input_text": pick((None, "What is the weather?", "  what IS the   weather? ")),
@@ -100,7 +102,8 @@ def random_store(seed: int, traces: int = 60) -> tuple[list[dict], list[dict]]:
 def decoded(spans: list[dict], scores: list[dict]) -> Decoded:
     """The rows as the decoder hands them to the writer."""
     return Decoded(spans={f: [row[f] for row in spans] for f in SPAN_FIELDS},
-                   scores={f: [row[f] for row in scores] for f in SCORE_FIELDS})
+                   scores={f: [row[f] for row in scores] for f in SCORE_FIELDS},
+                   resources={EMPTY_RESOURCE: "{}"})
 
 
 def in_requests(rng: random.Random, spans: list[dict], scores: list[dict], count: int) -> list[Decoded]:

@@ -46,15 +46,18 @@ import duckdb
 from lousho.observe import connect, runs_table, schema
 from lousho.observe.cli import RUN_COLUMNS, newest_runs
 from lousho.observe.client import StoreClient
+from lousho.observe.otlp_decode import resource_key
 from lousho.observe.process import start_daemon
 from lousho.observe.runs_view import newest_runs_query
 from lousho.observe.store import SpanStore, open_read_only
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 LIMIT_S = 1.0
 CHUNK_RUNS = 100_000
 RUN_GAP_NS = 2_600_000_000  # a run every 2.6 s: 1M runs cover about a month
 CASES = 200
+RESOURCE = '{"service.name":"bench-agent","telemetry.sdk.language":"python"}'
+RESOURCE_KEY = resource_key(RESOURCE)
 
 
 # --- the store ---
@@ -71,7 +74,8 @@ def _is_view(statement: str) -> bool:
 def _is_data(statement: str) -> bool:
     """A statement shaping the spans and scores tables (the generated data), not what derives from them."""
     return statement.startswith(("CREATE TABLE spans", "CREATE TABLE scores", "ALTER TABLE spans",
-                                 "ALTER TABLE scores", "\nCREATE TABLE spans", "\nCREATE TABLE scores"))
+                                 "ALTER TABLE scores", "\nCREATE TABLE spans", "\nCREATE TABLE scores",
+                                 "CREATE TABLE span_rows", "ALTER TABLE span_rows", "CREATE TABLE resources"))
 
 
 def _digest(parts: list[str]) -> str:
@@ -162,7 +166,7 @@ _INSERT_SPANS = _RUNS_CTE + """
                   + CASE WHEN is_chat THEN 1_100_000_000 ELSE 1_450_000_000 END END AS end_ns
     FROM c
 )
-INSERT INTO spans
+INSERT INTO span_rows
 SELECT
     (sid::UHUGEINT << 64) | tlo::UHUGEINT AS span_key,
     trace_id,
@@ -209,7 +213,6 @@ SELECT
         ELSE '{"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"' || tool
             || '","gen_ai.tool.call.id":"call-' || r::VARCHAR || '-' || step::VARCHAR || '"}'
     END AS attributes,
-    '{"service.name":"bench-agent","telemetry.sdk.language":"python"}' AS resource,
     CASE WHEN k = 0 THEN '[{"name":"gen_ai.evaluation.result","time_ns":' || root_end::VARCHAR
         || ',"attributes":{"gen_ai.evaluation.name":"tests","gen_ai.evaluation.score.value":'
         || CASE WHEN failed THEN '0.0,"gen_ai.evaluation.score.label":"fail"'
@@ -225,9 +228,10 @@ SELECT
     NULL AS skill_name,
     NULL AS input_text,
     NULL AS output_text,
-    ?::BIGINT AS commit_seq
+    ?::BIGINT AS commit_seq,
+    {RESOURCE_KEY}::BIGINT AS resource_key  -- RESOURCE, kept once in resources (schema migration 5)
 FROM t
-"""
+""".replace("{RESOURCE_KEY}", str(RESOURCE_KEY))
 
 _INSERT_SCORES = _RUNS_CTE + """
 INSERT INTO scores
@@ -272,6 +276,7 @@ def ensure_store(runs: int, quiet: bool, rebuild: bool = False) -> tuple[Path, f
     store.close()
     con = duckdb.connect(str(partial))
     try:
+        con.execute("INSERT INTO resources VALUES (?, ?)", [RESOURCE_KEY, RESOURCE])
         for lo in range(0, runs, CHUNK_RUNS):
             hi = min(lo + CHUNK_RUNS, runs)
             con.execute("BEGIN")
@@ -312,7 +317,7 @@ def add_tail(path: Path, runs: int, spans: int) -> int:
         # about 10 spans a run: ask for a few more runs than needed, then cut at ``spans``
         con.execute(_INSERT_SPANS, [runs, runs + spans // 8, seq])
         con.execute(_INSERT_SCORES, [runs, runs + spans // 8, seq])
-        con.execute("DELETE FROM spans WHERE commit_seq = ? AND trace_id NOT IN (SELECT DISTINCT trace_id FROM "
+        con.execute("DELETE FROM span_rows WHERE commit_seq = ? AND trace_id NOT IN (SELECT DISTINCT trace_id FROM "
                     "spans WHERE commit_seq = ? ORDER BY trace_id LIMIT ?)", [seq, seq, spans // 10])
         con.execute("DELETE FROM scores WHERE commit_seq = ? AND trace_id NOT IN (SELECT trace_id FROM spans "
                     "WHERE commit_seq = ?)", [seq, seq])

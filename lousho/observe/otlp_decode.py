@@ -13,6 +13,7 @@ data. A body that cannot be decoded at all raises ``BadPayload`` (HTTP 400, gRPC
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ SPAN_FIELDS = (
     "cost_usd",
     "probe",
     "attributes",
-    "resource",
+    "resource_key",  # the span's resource is ``Decoded.resources[resource_key]``: kept once, not per span
     "events",
     "links",
     *conventions.TEXT_COLUMNS,
@@ -98,6 +99,15 @@ class Decoded:
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
     nulled: int = 0  # promoted values stored as NULL (or a fallback) because their column cannot hold them
+    # The distinct resources of the request, by key: a span names its own by ``resource_key``, so a large
+    # resource shared by many spans is held (and stored) once.
+    resources: dict[int, str] = field(default_factory=dict)
+
+    def add_resource(self, resource_json: str) -> int:
+        """Note a resource's attributes (as JSON) and return the key its spans carry."""
+        key = resource_key(resource_json)
+        self.resources.setdefault(key, resource_json)
+        return key
 
     @property
     def span_count(self) -> int:
@@ -107,6 +117,14 @@ class Decoded:
         shown = "; ".join(self.errors[:5])
         more = len(self.errors) - 5
         return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def resource_key(resource_json: str) -> int:
+    """The key of a resource: the first 63 bits of the SHA-256 of its JSON, so it fits a signed BIGINT and the
+    same resource gets the same key in every request and process (the store keeps each key once). A
+    cryptographic hash: a client cannot make its resource take the key of another's. Schema migration 5
+    computes the same in SQL for the spans stored before it."""
+    return int.from_bytes(hashlib.sha256(resource_json.encode()).digest()[:8], "big") >> 1
 
 
 def decode_protobuf(body: bytes) -> Decoded:
@@ -146,7 +164,7 @@ def _decode_json(body: bytes) -> Decoded:
         resource = _parse_part(rs.get("resource"), Resource, "resource", check)
         for ss in _objects(rs.get("scopeSpans"), "scopeSpans"):
             scope = _parse_part(ss.get("scope"), InstrumentationScope, "scope", check)
-            context = _Context(resource, scope)
+            context = _Context(out, resource, scope)
             spans = ss.get("spans") or []
             if not isinstance(spans, list):
                 raise BadPayload("spans must be an array")
@@ -170,7 +188,7 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
     out = Decoded()
     for rs in request.resource_spans:
         for ss in rs.scope_spans:
-            context = _Context(rs.resource, ss.scope)
+            context = _Context(out, rs.resource, ss.scope)
             for span in ss.spans:
                 _add_span(out, context, span)
     return out
@@ -179,11 +197,11 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
 class _Context:
     """What the spans of one scope share: resource and scope, converted once."""
 
-    __slots__ = ("resource_json", "service_name", "scope_name")
+    __slots__ = ("resource_key", "service_name", "scope_name")
 
-    def __init__(self, resource: Resource, scope: InstrumentationScope) -> None:
+    def __init__(self, out: Decoded, resource: Resource, scope: InstrumentationScope) -> None:
         attrs = _attributes(resource.attributes)
-        self.resource_json = _dumps(attrs)
+        self.resource_key = out.add_resource(_dumps(attrs))
         service = attrs.get("service.name")
         self.service_name = service if isinstance(service, str) else None
         self.scope_name = scope.name or None
@@ -216,7 +234,7 @@ def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
     cols["service_name"].append(ctx.service_name)
     cols["scope_name"].append(ctx.scope_name)
     cols["attributes"].append(_dumps(attrs))
-    cols["resource"].append(ctx.resource_json)
+    cols["resource_key"].append(ctx.resource_key)
     events = [
         {
             "name": e.name,

@@ -48,7 +48,7 @@ NAME = "native" if AVAILABLE else "python"
 
 # The columns the C module fills for every span, in the order of its C_* enum.
 BASE_COLUMNS = ("key_hi", "key_lo", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
-                "status_code", "status_message", "service_name", "scope_name", "attributes", "resource", "events",
+                "status_code", "status_message", "service_name", "scope_name", "attributes", "resource_key", "events",
                 "links", "operation")
 # normalise.promote's columns, each with its coercion (the C P_* enum) and its aliases, first present wins.
 PROMOTED_COLUMNS = (*PROMOTED_TEXT[1:], "input_tokens", "output_tokens", "cost_usd")
@@ -70,7 +70,7 @@ assert sorted(COLUMNS) == sorted(SPAN_FIELDS)
 TAIL_COLUMNS = COLUMNS[len(BASE_COLUMNS) - 1:]
 # How the C module stores a column (its T_* enum), checked against the store's Arrow type at assembly.
 _T_STR, _T_I64, _T_F64, _T_BOOL, _T_I32 = range(5)
-_BASE_STORAGE = (_T_I64, _T_I64, *[_T_STR] * 5, _T_I64, _T_I64, *[_T_STR] * 9)
+_BASE_STORAGE = (_T_I64, _T_I64, *[_T_STR] * 5, _T_I64, _T_I64, *[_T_STR] * 5, _T_I64, *[_T_STR] * 3)
 
 
 def _coercion(column: str) -> int:

@@ -149,6 +149,37 @@ _LEAN_TABLES = (
     "INSERT INTO lousho_compaction SELECT coalesce(max(received_ns), 0) FROM spans",
 )
 
+# Migration 5: a span's resource is kept once per distinct resource, not copied into every span's row (one
+# resource of 1 MiB on 2,100 spans took 2 GiB). The spans' table is ``span_rows``, holding the resource's key;
+# ``resources`` holds each key's JSON; ``spans`` is a view with the columns it had, in the same order, so every
+# query, view and reader keeps working. The view joins a grouped ``resources``: unique by construction, which
+# lets DuckDB drop the join from a query that reads no ``resource`` (measured: a scan costs what the table's
+# does). Writes (inserts, compaction's deletes by rowid) go to ``span_rows``. The key is
+# ``otlp_decode.resource_key`` in SQL: the first 63 bits of the SHA-256 of the JSON text.
+_SPAN_COLUMNS_5 = (
+    "span_key", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "duration_ns",
+    "status_code", "status_message", "service_name", "scope_name", "operation", "agent_name", "provider",
+    "request_model", "response_model", "tool_name", "conversation_id", "input_tokens", "output_tokens", "cost_usd",
+    "error_type", "run_id", "run_kind", "healed_from", "harness_revision", "case_id", "probe", "traffic_arm",
+    "input", "output", "attributes", "resource", "events", "links", "received_ns", "call_id", "cache_read_tokens",
+    "cache_creation_tokens", "reasoning_tokens", "cost_source", "skill_name", "input_text", "output_text", "commit_seq",
+)
+_RESOURCE_KEY_SQL = "((('0x' || sha256(resource::VARCHAR)[1:16])::UBIGINT) >> 1)::BIGINT"
+_RESOURCES_ONCE = (
+    "CREATE TABLE resources (resource_key BIGINT NOT NULL, resource JSON NOT NULL)",
+    f"INSERT INTO resources SELECT DISTINCT {_RESOURCE_KEY_SQL}, resource FROM spans WHERE resource IS NOT NULL",
+    "CREATE TABLE span_rows AS SELECT * EXCLUDE (resource), NULL::BIGINT AS resource_key FROM spans LIMIT 0",
+    *(f"ALTER TABLE span_rows ALTER COLUMN {column} SET NOT NULL"
+      for column in ("span_key", "trace_id", "span_id", "name", "kind", "start_ns", "end_ns", "duration_ns",
+                     "status_code", "received_ns")),
+    f"INSERT INTO span_rows SELECT * EXCLUDE (resource), {_RESOURCE_KEY_SQL} FROM spans",
+    "DROP TABLE spans",
+    "CREATE VIEW spans AS SELECT "
+    + ", ".join("r.resource" if c == "resource" else f"s.{c}" for c in _SPAN_COLUMNS_5)
+    + " FROM span_rows s LEFT JOIN (SELECT resource_key, any_value(resource) AS resource FROM resources "
+      "GROUP BY resource_key) r ON r.resource_key = s.resource_key",
+)
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spans, scores and the runs view", (_SPANS, _SCORES)),
     ("runs from any GenAI trace: run roots, tokens, cost, input and output text; the sessions view",
@@ -157,6 +188,8 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
      runs_table.MIGRATION),
     ("no primary keys on spans and scores: the writer's recent-key filter and compaction de-duplicate",
      _LEAN_TABLES),
+    ("each resource kept once: spans is a view of span_rows joined with resources",
+     _RESOURCES_ONCE),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

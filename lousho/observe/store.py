@@ -12,12 +12,13 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lousho.observe import otlp_native, runs_table, schema, store_compaction, store_damage
 from lousho.observe.errors import ObserveError, StoreCorrupt, StoreDiskFull, StoreMissing, StoreUnwritable
@@ -52,6 +53,7 @@ _SPAN_TYPES: dict[str, pa.DataType] = {
     "cache_read_tokens": pa.int64(),
     "cache_creation_tokens": pa.int64(),
     "reasoning_tokens": pa.int64(),
+    "resource_key": pa.int64(),
 }
 _SCORE_TYPES: dict[str, pa.DataType] = {
     "key_hi": pa.uint64(),
@@ -63,6 +65,7 @@ _SCORE_TYPES: dict[str, pa.DataType] = {
 }
 SPAN_SCHEMA = pa.schema([(f, _SPAN_TYPES.get(f, pa.string())) for f in SPAN_FIELDS])
 SCORE_SCHEMA = pa.schema([(f, _SCORE_TYPES.get(f, pa.string())) for f in SCORE_FIELDS])
+RESOURCE_SCHEMA = pa.schema([("resource_key", pa.int64()), ("resource", pa.string())])
 otlp_native.check_storage(SPAN_SCHEMA, SCORE_SCHEMA)
 
 _KEY = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
@@ -71,9 +74,16 @@ _SPAN_COLUMNS = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
 # Parameters: received_ns, then commit_seq (one number per commit, rising: what the kept runs fold by,
 # runs_table.py).
 _INSERT_SPANS = (
-    f"INSERT INTO spans (span_key, {', '.join(_SPAN_COLUMNS)}, duration_ns, received_ns, commit_seq) "
+    f"INSERT INTO span_rows (span_key, {', '.join(_SPAN_COLUMNS)}, duration_ns, received_ns, commit_seq) "
     f"SELECT {_KEY}, {', '.join(_SPAN_COLUMNS)}, end_ns - start_ns, ?, ? FROM span_batch"
 )
+# A resource is stored once: the batch's resources the table already holds (from an earlier commit, or before a
+# restart) are left out. The resources table is small (one row per distinct resource), so the check is one scan of
+# its keys, and only for a key this process has not stored yet (``SpanStore._stored_resources``).
+_INSERT_RESOURCES = ("INSERT INTO resources SELECT b.resource_key, b.resource FROM resource_batch b "
+                     "ANTI JOIN resources r ON r.resource_key = b.resource_key")
+# The resource keys remembered as stored; past this many the memory is cleared (the insert's check stays exact).
+_STORED_RESOURCES_MAX = 100_000
 _SCORE_COLUMNS = [f for f in SCORE_FIELDS if f not in ("key_hi", "key_lo")]
 _INSERT_SCORES = (
     f"INSERT INTO scores (span_key, {', '.join(_SCORE_COLUMNS)}, commit_seq) "
@@ -98,6 +108,8 @@ class ArrowBatch:
 
     spans: pa.Table
     scores: pa.Table
+    # The distinct resources ``spans.resource_key`` names, each once.
+    resources: pa.Table = field(default_factory=RESOURCE_SCHEMA.empty_table)
 
     @property
     def span_count(self) -> int:
@@ -112,9 +124,24 @@ def arrow_batch(decoded: Decoded, *, consume: bool = False) -> ArrowBatch:
     path, and consumes, so nothing but the tables is kept alive while the request waits for its commit.
     """
     if isinstance(decoded, otlp_native.NativeDecoded):
-        return ArrowBatch(decoded.span_table(SPAN_SCHEMA, consume=consume),
-                          decoded.score_table(SCORE_SCHEMA, consume=consume))
-    return ArrowBatch(_table(decoded.spans, SPAN_SCHEMA, consume), _table(decoded.scores, SCORE_SCHEMA, consume))
+        spans = decoded.span_table(SPAN_SCHEMA, consume=consume)
+        scores = decoded.score_table(SCORE_SCHEMA, consume=consume)
+    else:
+        spans = _table(decoded.spans, SPAN_SCHEMA, consume)
+        scores = _table(decoded.scores, SCORE_SCHEMA, consume)
+    return ArrowBatch(spans, scores, _resources(decoded, spans, consume))
+
+
+def _resources(decoded: Decoded, spans: pa.Table, consume: bool) -> pa.Table:
+    """The resources the spans name, one row each, in key order (a resource whose spans were all rejected is
+    left out)."""
+    named = set(pc.unique(spans.column("resource_key")).to_pylist()) if spans.num_rows else set()
+    keys = sorted(key for key in decoded.resources if key in named)
+    table = pa.Table.from_arrays([pa.array(keys, pa.int64()), pa.array([decoded.resources[k] for k in keys],
+                                                                        pa.string())], schema=RESOURCE_SCHEMA)
+    if consume:
+        decoded.resources.clear()
+    return table
 
 
 def decode_for_store(decoder: Callable[[bytes], Decoded], body: bytes) -> tuple[Decoded, ArrowBatch]:
@@ -168,6 +195,7 @@ class SpanStore:
         self._fold_thread = fold_thread
         self._on_damage = on_damage
         self._recent = RecentKeys(dedup_window)
+        self._stored_resources: set[int] = set()  # resource keys known to be in the resources table
         self._con = _connect(path, read_only=False, config=config)
         try:
             schema.migrate(self._con)
@@ -213,11 +241,29 @@ class SpanStore:
             if not keep.all():
                 scores = scores.filter(keep)
         if inserted:
-            self._insert(spans, scores)
+            resources = self._new_resources([b.resources for b in converted])
+            self._insert(spans, scores, resources)
             self._recent.add(hi[fresh], lo[fresh])
+            self._remember_resources(resources)
         return AppendResult(inserted=inserted, duplicates=len(fresh) - inserted)
 
-    def _insert(self, spans: pa.Table, scores: pa.Table) -> None:
+    def _new_resources(self, tables: list[pa.Table]) -> pa.Table:
+        """The batches' resources not known to be stored, each key once. A resource of the dropped (re-sent) spans
+        only may be among them: stored once, harmless."""
+        table = _concat(tables, RESOURCE_SCHEMA)
+        seen = set(self._stored_resources)
+        keep = []
+        for key in table.column("resource_key").to_pylist():
+            keep.append(key not in seen)
+            seen.add(key)
+        return table if all(keep) else table.filter(pa.array(keep, pa.bool_()))
+
+    def _remember_resources(self, resources: pa.Table) -> None:
+        if len(self._stored_resources) + resources.num_rows > _STORED_RESOURCES_MAX:
+            self._stored_resources.clear()
+        self._stored_resources.update(resources.column("resource_key").to_pylist())
+
+    def _insert(self, spans: pa.Table, scores: pa.Table, resources: pa.Table) -> None:
         con = self._con
         self._commit_seq += 1
         # The connection's begin/commit methods, not BEGIN/COMMIT statements: nothing to parse and plan on the
@@ -229,6 +275,10 @@ class SpanStore:
                 con.register("span_batch", spans)
                 registered.append("span_batch")
                 con.execute(_INSERT_SPANS, [time.time_ns(), self._commit_seq])
+                if resources.num_rows:
+                    con.register("resource_batch", resources)
+                    registered.append("resource_batch")
+                    con.execute(_INSERT_RESOURCES)
                 if scores.num_rows:
                     con.register("score_batch", scores)
                     registered.append("score_batch")

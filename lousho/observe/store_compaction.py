@@ -1,6 +1,7 @@
 """Loading the recent-key filter from the store, and removing any duplicate span that got past it.
 
-``spans`` and ``scores`` have no primary key (schema migration 4). The writer drops a re-sent span when its key
+``spans`` and ``scores`` have no primary key (schema migration 4); the spans are rows of ``span_rows``, which
+``spans`` is a view of (migration 5): rowids and deletes are the table's. The writer drops a re-sent span when its key
 is in ``RecentKeys``; a span whose twin is older than the filter's window, or that met a collision of the key's
 64-bit mix, is stored twice until ``compact`` runs: the writer runs it at start and when idle, on the spans
 committed since the last check (``lousho_compaction.checked_ns``, a commit time), keeping the copy stored first,
@@ -17,11 +18,11 @@ from lousho.observe.recent_keys import RecentKeys
 _LOW_64 = (1 << 64) - 1
 _NEWEST_KEYS = f"""
 SELECT (span_key >> 64)::UBIGINT AS hi, (span_key & {_LOW_64})::UBIGINT AS lo
-FROM spans WHERE rowid > (SELECT max(rowid) FROM spans) - ? ORDER BY rowid
+FROM span_rows WHERE rowid > (SELECT max(rowid) FROM span_rows) - ? ORDER BY rowid
 """
 # The copies after the first of each key that has a copy committed since the check. Scores go first: once a
 # span's later copies are gone, its key no longer shows among the spans committed since the check.
-_RECENT = "SELECT span_key FROM spans WHERE received_ns > $checked"
+_RECENT = "SELECT span_key FROM span_rows WHERE received_ns > $checked"
 _DELETE_SCORES = f"""
 DELETE FROM scores WHERE rowid IN (
     SELECT rowid FROM (
@@ -31,10 +32,10 @@ DELETE FROM scores WHERE rowid IN (
 )
 """
 _DELETE_SPANS = f"""
-DELETE FROM spans WHERE rowid IN (
+DELETE FROM span_rows WHERE rowid IN (
     SELECT rowid FROM (
         SELECT rowid, row_number() OVER (PARTITION BY span_key ORDER BY received_ns, rowid) AS copy
-        FROM spans WHERE span_key IN ({_RECENT})
+        FROM span_rows WHERE span_key IN ({_RECENT})
     ) WHERE copy > 1
 )
 """

@@ -7,6 +7,7 @@ import threading
 import time
 
 import duckdb
+import pyarrow as pa
 import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, kv, new_ids, request
@@ -152,9 +153,14 @@ def test_a_store_written_with_primary_keys_opens_without_them_and_keeps_its_span
             con.execute(statement)
         con.execute("INSERT INTO lousho_schema (version, description) VALUES (?, ?)", [number, description])
     batch = store_module.arrow_batch(decode_request(request(spans)))
-    con.register("span_batch", batch.spans)
+    # That table held each span's resource itself (migration 5 keeps it once, in its own table).
+    resources = dict(zip(*batch.resources.to_pydict().values(), strict=True))
+    keys = batch.spans.column("resource_key").to_pylist()
+    at = batch.spans.schema.get_field_index("resource_key")
+    con.register("span_batch", batch.spans.set_column(at, "resource", pa.array([resources[k] for k in keys])))
     con.register("score_batch", batch.scores)
-    for insert in (store_module._INSERT_SPANS, store_module._INSERT_SCORES):
+    for insert in (store_module._INSERT_SPANS.replace("span_rows", "spans").replace("resource_key", "resource"),
+                   store_module._INSERT_SCORES):
         con.execute(insert.replace("INSERT INTO", "INSERT OR IGNORE INTO"), [1, 1] if "span_batch" in insert else [1])
     assert con.execute("SELECT count(*) FROM duckdb_constraints() "
                        "WHERE table_name = 'spans' AND constraint_type = 'PRIMARY KEY'").fetchone() == (1,)
@@ -167,6 +173,7 @@ def test_a_store_written_with_primary_keys_opens_without_them_and_keeps_its_span
         assert reader.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name IN ('spans', 'scores') "
                               "AND constraint_type = 'PRIMARY KEY'").fetchone() == (0,)
         assert reader.execute("SELECT count(*) FROM spans").fetchone() == (3,)
+        assert reader.execute("SELECT DISTINCT resource FROM spans").fetchall() == [(resources[keys[0]],)]
         assert reader.execute("SELECT count(*) FROM scores").fetchone() == (1,)
         # The migrated spans are in the filter: a re-send is still a duplicate.
         assert store.append([decode_request(request(spans))]).duplicates == 3

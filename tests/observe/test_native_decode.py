@@ -44,8 +44,9 @@ def _outcome(decode, body: bytes) -> str:
     batch = arrow_batch(decoded)
     batch.spans.validate(full=True)  # offsets, bitmaps and UTF-8 of the buffers the C module wrote
     batch.scores.validate(full=True)
+    batch.resources.validate(full=True)
     return repr((batch.spans.schema, batch.spans.to_pydict(), batch.scores.schema, batch.scores.to_pydict(),
-                 decoded.rejected, decoded.errors, decoded.nulled))
+                 batch.resources.to_pydict(), decoded.rejected, decoded.errors, decoded.nulled))
 
 
 def assert_same(body: bytes) -> str:

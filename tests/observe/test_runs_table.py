@@ -177,9 +177,12 @@ def _write_as_schema_2(path, spans: list[dict], scores: list[dict]) -> None:
     con.register("score_batch", pa.table(batch.scores, schema=SCORE_SCHEMA))
     key = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
     span_columns = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
+    # The table of migration 2 holds the resource itself (migration 5 moved it to its own table).
+    values = ["'{}' AS resource" if f == "resource_key" else f for f in span_columns]
+    span_columns = ["resource" if f == "resource_key" else f for f in span_columns]
     score_columns = [f for f in SCORE_FIELDS if f not in ("key_hi", "key_lo")]
     con.execute(f"INSERT INTO spans (span_key, {', '.join(span_columns)}, duration_ns, received_ns) "
-                f"SELECT {key}, {', '.join(span_columns)}, end_ns - start_ns, 0 FROM span_batch")
+                f"SELECT {key}, {', '.join(values)}, end_ns - start_ns, 0 FROM span_batch")
     con.execute(f"INSERT INTO scores (span_key, {', '.join(score_columns)}) "
                 f"SELECT {key}, {', '.join(score_columns)} FROM score_batch")
     con.close()

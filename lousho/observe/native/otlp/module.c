@@ -17,8 +17,8 @@ static int validate_entity_ref(Decoder *d, Slice s, int depth) {
     return 0;
 }
 
-/* The resource's attributes as JSON (shared by its spans) and its service.name when a string (bytes as their
- * base64 text, as the reference reads every attribute). */
+/* The resource's attributes as JSON, handed to the Decoded once (add_resource) for the key its spans carry, and
+ * its service.name when a string (bytes as their base64 text, as the reference reads every attribute). */
 static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int depth) {
     Slices kvs = {NULL, 0, 0};
     int rc = -1;
@@ -34,8 +34,11 @@ static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int de
     if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0) goto done;
     d->json.n = 0;
     if (lsh_entries_out(d, scratch, &d->json, NULL) < 0) goto done;
-    Py_XSETREF(k->resource_json, lsh_ascii_str(d->json.p, d->json.n));
-    if (k->resource_json == NULL) goto done;
+    PyObject *json = lsh_ascii_str(d->json.p, d->json.n);
+    if (json == NULL) goto done;
+    Py_XSETREF(k->resource_key, PyObject_CallMethod(k->out, "add_resource", "O", json));
+    Py_DECREF(json);
+    if (k->resource_key == NULL) goto done;
     PyObject *service = Py_None;
     for (size_t i = 0; i < scratch->n; i++) {
         Entry *e = &scratch->v[i];
@@ -173,7 +176,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     PyMem_Free(d.slot);
     PyMem_Free(d.json.p);
     Py_XDECREF(k->service);
-    Py_XDECREF(k->resource_json);
+    Py_XDECREF(k->resource_key);
     Py_XDECREF(k->scope);
     PyBuffer_Release(&body);
     if (rc < 0) {

@@ -196,7 +196,7 @@ typedef struct {
 /* The columns this module fills for every span, in this order (otlp_native.BASE_COLUMNS). */
 enum {
     C_KEY_HI, C_KEY_LO, C_TRACE_ID, C_SPAN_ID, C_PARENT, C_NAME, C_KIND, C_START, C_END, C_STATUS_CODE,
-    C_STATUS_MESSAGE, C_SERVICE, C_SCOPE, C_ATTRIBUTES, C_RESOURCE, C_EVENTS, C_LINKS, C_OPERATION, N_BASE
+    C_STATUS_MESSAGE, C_SERVICE, C_SCOPE, C_ATTRIBUTES, C_RESOURCE /* its key */, C_EVENTS, C_LINKS, C_OPERATION, N_BASE
 };
 
 /* After the base columns (their storage from otlp_native.STORAGE, as every column's): the promoted columns
@@ -217,7 +217,7 @@ typedef struct {
     PyObject *errors;       /* Decoded.errors */
     long rejected;
     PyObject *service;      /* of the current resource */
-    PyObject *resource_json;
+    PyObject *resource_key; /* of the current resource: Decoded.add_resource's key for its JSON */
     PyObject *scope;
 } Sink;
 

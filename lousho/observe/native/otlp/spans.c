@@ -212,7 +212,7 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         (status_message.n ? col_str(&c[C_STATUS_MESSAGE], status_message.p, status_message.n)
                           : col_null(&c[C_STATUS_MESSAGE])) < 0 ||
         lsh_col_obj(&c[C_SERVICE], k->service) < 0 || lsh_col_obj(&c[C_SCOPE], k->scope) < 0 ||
-        col_str(&c[C_ATTRIBUTES], b->p, b->n) < 0 || lsh_col_obj(&c[C_RESOURCE], k->resource_json) < 0)
+        col_str(&c[C_ATTRIBUTES], b->p, b->n) < 0 || lsh_col_obj(&c[C_RESOURCE], k->resource_key) < 0)
         goto done;
 
     /* Events and links: JSON, and for the tail the events as the reference's dicts. */

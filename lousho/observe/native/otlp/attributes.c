@@ -9,10 +9,10 @@ void lsh_entries_free(Entries *e) {
 }
 
 /* Reads one encoding of an AnyValue into v, over what earlier encodings set (callers zero v first): a member of
- * the oneof replaces another, an array or kvlist merges with the one before it. The encoding is ``s``, found
- * as the field ``num`` of ``outer`` (KeyValue.value), or ``outer`` itself when num is 0 (an array's element):
- * where an array's or kvlist's later occurrences are looked for. */
-static int read_value(Decoder *d, Slice s, Value *v, int depth, Slice outer, uint32_t num);
+ * the oneof replaces another, an array or kvlist merges with the one before it. The encoding is ``s``, one
+ * occurrence of KeyValue.value in the KeyValue ``kv``, or when kv is NULL an array's element: where an array's
+ * or kvlist's later occurrences are looked for. */
+static int read_value(Decoder *d, Slice s, Value *v, int depth, const Slice *kv);
 
 static int read_kv(Decoder *d, Slice s, Entry *e, int depth) {
     if (depth > MAX_DEPTH) return fail(d, "nested too deep");
@@ -28,7 +28,7 @@ static int read_kv(Decoder *d, Slice s, Entry *e, int depth) {
             e->key = f.s;
         } else if (f.num == 2 && f.wt == 2) {
             /* Each occurrence of the value parsed on its own, into the same Value, as protobuf merges them. */
-            if (read_value(d, f.s, &e->value, depth + 1, s, 2) < 0) return -1;
+            if (read_value(d, f.s, &e->value, depth + 1, &s) < 0) return -1;
         }
     }
     return 0;
@@ -37,7 +37,7 @@ static int read_kv(Decoder *d, Slice s, Entry *e, int depth) {
 /* Validate everything below ``msg`` (an ArrayValue or KeyValueList): read_value only merges them. */
 static int walk_values(Decoder *d, Slice msg, int depth, int is_kvlist);
 
-static int read_value(Decoder *d, Slice s, Value *v, int depth, Slice outer, uint32_t num) {
+static int read_value(Decoder *d, Slice s, Value *v, int depth, const Slice *kv) {
     if (depth > MAX_DEPTH) return fail(d, "nested too deep");
     Rd r = {s.p, s.p + s.n};
     while (r.p < r.end) {
@@ -59,10 +59,8 @@ static int read_value(Decoder *d, Slice s, Value *v, int depth, Slice outer, uin
             /* Each piece is parsed as it comes, as protobuf does, even if a later member replaces it. */
             if (walk_values(d, f.s, depth + 1, kind == V_KVLIST) < 0) return -1;
             if (v->kind != kind) memset(&v->msg, 0, sizeof v->msg);
-            if (num) lsh_acc_add(&v->msg, f.s, outer, num, f.num);
+            if (kv) lsh_acc_add(&v->msg, f.s, *kv, 2, f.num);
             else lsh_acc_add(&v->msg, f.s, s, f.num, 0);
-        } else {
-            memset(&v->msg, 0, sizeof v->msg);
         }
         v->kind = kind;
         switch (kind) {
@@ -82,7 +80,7 @@ static int read_value(Decoder *d, Slice s, Value *v, int depth, Slice outer, uin
 /* An element of an ArrayValue, read on its own. */
 static int read_element(Decoder *d, Slice s, Value *v, int depth) {
     memset(v, 0, sizeof *v);
-    return read_value(d, s, v, depth, s, 0);
+    return read_value(d, s, v, depth, NULL);
 }
 
 static int walk_values(Decoder *d, Slice msg, int depth, int is_kvlist) {

@@ -107,10 +107,12 @@ enum { V_NONE, V_STRING, V_BOOL, V_INT, V_DOUBLE, V_ARRAY, V_KVLIST, V_BYTES };
 
 typedef struct {
     int kind;
-    int64_t i; /* bool, int */
-    double f;
-    Slice s;   /* string, bytes */
-    Acc msg;   /* array, kvlist: merged encoding */
+    union { /* the member of ``kind``: a oneof holds one */
+        int64_t i; /* bool, int */
+        double f;
+        Slice s;   /* string, bytes */
+        Acc msg;   /* array, kvlist: its occurrences */
+    };
 } Value;
 
 typedef struct {

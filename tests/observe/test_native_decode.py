@@ -5,13 +5,17 @@ and refuses the same bodies."""
 from __future__ import annotations
 
 import base64
+import itertools
 import math
 import struct
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from daemon_support import get, post, sql
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -167,9 +171,22 @@ _PLAIN_KEYS = st.sampled_from([
 ])
 
 
+def _value_field(value: bytes, present: bool, split: int | None) -> bytes:
+    """KeyValue.value: absent, whole, or cut in two occurrences at ``split`` (each must be whole on its own,
+    as protobuf parses them: a cut inside a field is refused, even though the two concatenated would read)."""
+    if not (present or value):
+        return b""
+    if split is None:
+        return ld(2, value)
+    cut = split % (len(value) + 1)
+    return ld(2, value[:cut]) + ld(2, value[cut:])
+
+
 def _attributes(number: int) -> st.SearchStrategy[bytes]:
-    key_value = st.tuples(_KEYS, _any_value(), st.booleans()).map(
-        lambda t: ld(number, ld(1, t[0].encode()) + (ld(2, t[1]) if t[2] or t[1] else b"")))
+    # Rarely: cut at 0 (an empty occurrence, then the whole), or 1 or 2 bytes in (mostly a truncated field).
+    splits = st.sampled_from(range(60)).map(lambda i: i if i < 3 else None)
+    key_value = st.tuples(_KEYS, _any_value(), st.booleans(), splits).map(
+        lambda t: ld(number, ld(1, t[0].encode()) + _value_field(t[1], t[2], t[3])))
     listed = st.lists(key_value, max_size=5).map(b"".join)
     if number != 9:
         return listed
@@ -187,7 +204,8 @@ def _id(size: int) -> st.SearchStrategy[bytes]:
 _VALID_TIME = st.sampled_from([1_780_000_000_000_000_000, 2**63 - 1, 0]) | st.integers(0, 2**63 - 1)
 _TIME = st.one_of(*[_VALID_TIME] * 7, st.integers(0, 2**64 - 1))
 _UNKNOWN = st.sampled_from([b"", vi(99, 5), ld(98, b"\x08\x01"), varint(97 << 3 | 3) + vi(1, 1) + varint(97 << 3 | 4),
-                            f64(96, 1), varint(95 << 3 | 5) + b"\x00\x00\x00\x01"])
+                            f64(96, 1), varint(95 << 3 | 5) + b"\x00\x00\x00\x01",
+                            varint(97 << 3 | 3) + vi(0, 1) + varint(97 << 3 | 4)])  # field 0 in a group
 
 
 # Attributes of evaluation and exception events, including the values the score row coerces.
@@ -489,3 +507,188 @@ def test_spans_of_both_paths_in_one_body_take_their_own_rows():
     assert spans["output_tokens"] == list(range(len(pattern)))
     assert scores["score_value"] == [float(10 * i + j) for i in range(len(pattern)) for j in range(i % 3)]
     assert 0 < decoded.score_rows < len(scores["seq"])
+
+
+# --- merged occurrences of a message field: read as they come, never copied; each checked on its own ---
+
+_IDS = ld(1, b"\x01" * 16) + ld(2, b"\x02" * 8) + ld(5, b"chat")
+
+
+def _merged(site: str, pieces: int) -> bytes:
+    """A request whose one message field (at ``site``) comes as ``pieces`` occurrences, each holding a little."""
+    def attribute(value_pieces: bytes) -> bytes:
+        return ld(9, ld(1, b"k") + value_pieces)
+
+    span = _IDS
+    resource = scope = b""
+    if site == "array_value":
+        span += attribute(ld(2, ld(5, ld(1, b"")) * pieces))
+    elif site == "kvlist_value":
+        span += attribute(ld(2, ld(6, ld(1, ld(1, b"n"))) * pieces))
+    elif site == "KeyValue.value":
+        span += attribute(ld(2, ld(5, ld(1, b""))) * pieces)
+    elif site == "Span.status":
+        span += ld(15, ld(2, b"x")) * pieces
+    elif site == "resource":
+        resource = ld(1, vi(2, 1)) * pieces
+    elif site == "scope":
+        scope = ld(1, ld(2, b"1")) * pieces
+    return ld(1, resource + ld(2, scope + ld(2, span)))
+
+
+_MERGE_SITES = ["array_value", "kvlist_value", "KeyValue.value", "Span.status", "resource", "scope"]
+
+
+@pytest.mark.parametrize("site", _MERGE_SITES)
+def test_a_field_merged_from_many_occurrences_costs_memory_and_time_linear_in_the_body(site):
+    """10^5 occurrences of one field: copying each into a block of all before it took n^2/2 pieces' bytes
+    (here 10 GB); read as they come, the decode holds about the body's size and takes well under a second."""
+    import tracemalloc
+
+    body = _merged(site, 100_000)
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        decoded = otlp_native.decode_protobuf(body)
+        took = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert decoded.span_count == 1
+    assert peak < 32 * len(body) + (8 << 20), f"peak {peak / 2**20:.1f} MiB for a {len(body) / 2**20:.1f} MiB body"
+    assert took < 2.0, took
+    spans, _ = rows(decoded)
+    if site == "array_value":
+        assert spans["attributes"] == ['{"k":[' + ",".join(["null"] * 100_000) + "]}"]
+    assert assert_same(_merged(site, 50)) != "BadPayload"
+
+
+# An occurrence cut short, then one that would complete it: the two concatenated read as one field 99 holding
+# "08 00", but protobuf parses each occurrence on its own, and the first is truncated.
+_TRUNCATED = varint(99 << 3 | 2) + b"\x02"
+_COMPLETES = vi(1, 0)
+
+
+@pytest.mark.parametrize("site", _MERGE_SITES)
+def test_a_truncated_occurrence_is_refused_even_when_the_next_would_complete_it(site):
+    first, then = _TRUNCATED, _COMPLETES
+    span, resource, scope = _IDS, b"", b""
+    if site == "array_value":
+        span += ld(9, ld(1, b"k") + ld(2, ld(5, first) + ld(5, then)))
+    elif site == "kvlist_value":
+        span += ld(9, ld(1, b"k") + ld(2, ld(6, first) + ld(6, then)))
+    elif site == "KeyValue.value":
+        span += ld(9, ld(1, b"k") + ld(2, first) + ld(2, then))
+    elif site == "Span.status":
+        span += ld(15, first) + ld(15, then)
+    elif site == "resource":
+        resource = ld(1, first) + ld(1, then)
+    elif site == "scope":
+        scope = ld(1, first) + ld(1, then)
+    body = ld(1, resource + ld(2, scope + ld(2, span)))
+    assert assert_same(body) == "BadPayload"
+    # Each occurrence whole: the same fields merge, and both decoders keep the span.
+    assert assert_same(body.replace(first, varint(99 << 3 | 2) + b"\x00")) != "BadPayload"
+
+
+@pytest.mark.parametrize("group", [
+    vi(0, 1), ld(0, b""), varint(0 << 3 | 5) + b"\0\0\0\0", varint(0 << 3 | 3) + varint(0 << 3 | 4),
+    varint(5 << 3 | 3) + vi(0, 7) + varint(5 << 3 | 4),
+], ids=["varint", "bytes", "fixed32", "group-0", "nested"])
+def test_field_number_0_inside_an_unknown_group_is_skipped_as_upb_skips_it(group):
+    """protobuf forbids field number 0 in a message, and both decoders refuse one there; an unknown group is
+    not parsed as a message, upb (the reference's parser) only checks its wire types and end tag, so both
+    keep a body with a field 0 inside one."""
+    wrapped = varint(97 << 3 | 3) + group + varint(97 << 3 | 4)
+    for body in (wrapped + ld(1, ld(2, ld(2, _IDS))), ld(1, ld(2, ld(2, _IDS + wrapped))),
+                 ld(1, ld(2, ld(2, _IDS + ld(9, ld(1, b"k") + ld(2, wrapped + vi(3, 1))))))):
+        assert assert_same(body) != "BadPayload"
+    assert assert_same(vi(0, 1) + ld(1, ld(2, ld(2, _IDS)))) == "BadPayload"  # a field 0 in the request
+
+
+def _vm_hwm(pid: int) -> int:
+    """The process's peak resident set, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.system
+def test_a_125_kib_body_of_merged_occurrences_leaves_the_daemons_peak_memory_where_it_was(shared_daemon):
+    """32,000 array_value occurrences in one attribute: copied into ever longer blocks they raised the daemon's
+    peak by 985 MiB; read as they come, by less than 20 MiB."""
+    url = shared_daemon.url
+    warm = ld(1, ld(2, ld(2, ld(1, b"\x09" * 16) + ld(2, b"\x09" * 8) + ld(5, b"warm") + ld(9, ld(1, b"k")))))
+    assert post(url, "/v1/traces", warm, "application/x-protobuf").status == 200
+    body = _merged("array_value", 32_000).replace(b"\x01" * 16, b"\x0a" * 16)
+    assert len(body) < 126 * 1024
+    before = _vm_hwm(shared_daemon.pid)
+    assert post(url, "/v1/traces", body, "application/x-protobuf").status == 200
+    grew = _vm_hwm(shared_daemon.pid) - before
+    assert grew < 20 << 20, f"peak grew {grew / 2**20:.0f} MiB"
+    assert sql(url, "SELECT length(attributes) AS n FROM spans WHERE trace_id = ?", ["0a" * 16]) == [
+        {"n": len('{"k":[]}') + 32_000 * 5 - 1}]
+
+
+def _fnv_colliding_keys(doublings: int) -> list[bytes]:
+    """2^doublings keys whose FNV-1a hashes (the attribute table's hash once, unseeded) agree in their low 17
+    bits, so all take one slot of a table of up to 2^17: FNV-1a's low bits depend only on the low bits before,
+    so blocks that take one state to the same next state combine into keys that collide whole."""
+    mask, prime = (1 << 17) - 1, 1099511628211
+    state = 1469598103934665603 & mask
+    pairs = []
+    while len(pairs) < doublings:
+        seen: dict[int, bytes] = {}
+        for block in itertools.product(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", repeat=3):
+            h = state
+            for byte in block:
+                h = ((h ^ byte) * prime) & mask
+            if h in seen:
+                pairs.append((seen[h], bytes(block)))
+                state = h
+                break
+            seen[h] = bytes(block)
+    return [b"".join(choice) for choice in itertools.product(*pairs)]
+
+
+def _colliding_body(trace: bytes) -> bytes:
+    attrs = b"".join(ld(9, ld(1, key) + ld(2, vi(3, 1))) for key in _fnv_colliding_keys(16))
+    return ld(1, ld(2, ld(2, ld(1, trace) + ld(2, b"\x03" * 8) + ld(5, b"chat") + attrs)))
+
+
+def test_keys_made_to_collide_decode_in_linear_time():
+    body = _colliding_body(b"\x04" * 16)
+    start = time.perf_counter()
+    decoded = otlp_native.decode_protobuf(body)
+    took = time.perf_counter() - start
+    assert decoded.span_count == 1
+    assert took < 0.5, f"{took:.2f} s for 65,536 keys"
+
+
+@pytest.mark.system
+def test_a_body_of_colliding_keys_neither_slows_its_request_nor_stalls_healthz(shared_daemon):
+    """65,536 keys one slot under the old hash took the daemon seconds per request with the GIL held, and
+    /healthz waited as long; keyed per process, they spread."""
+    url = shared_daemon.url
+    body = _colliding_body(b"\x05" * 16)
+    answers: list[tuple[int, float]] = []
+
+    def send() -> None:
+        start = time.perf_counter()
+        answers.append((post(url, "/v1/traces", body, "application/x-protobuf").status, time.perf_counter() - start))
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    waits = []
+    while sender.is_alive():
+        start = time.perf_counter()
+        assert get(url, "/healthz").status == 200
+        waits.append(time.perf_counter() - start)
+        time.sleep(0.02)
+    sender.join()
+    [(status, took)] = answers
+    assert status == 200
+    assert took < 2.0, f"the request took {took:.2f} s"
+    assert max(waits) < 1.0, f"/healthz waited {max(waits):.2f} s"
+    assert sql(url, "SELECT count(*) AS n FROM spans WHERE trace_id = ?", ["05" * 16]) == [{"n": 1}]

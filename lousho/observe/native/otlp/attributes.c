@@ -8,14 +8,18 @@ void lsh_entries_free(Entries *e) {
     e->n = e->cap = 0;
 }
 
-static int read_value(Decoder *d, Slice s, Value *v, int depth);
+/* Reads one encoding of an AnyValue into v, over what earlier encodings set (callers zero v first): a member of
+ * the oneof replaces another, an array or kvlist merges with the one before it. The encoding is ``s``, one
+ * occurrence of KeyValue.value in the KeyValue ``kv``, or when kv is NULL an array's element: where an array's
+ * or kvlist's later occurrences are looked for. */
+static int read_value(Decoder *d, Slice s, Value *v, int depth, const Slice *kv);
 
 static int read_kv(Decoder *d, Slice s, Entry *e, int depth) {
     if (depth > MAX_DEPTH) return fail(d, "nested too deep");
     Rd r = {s.p, s.p + s.n};
-    Acc value = {{NULL, 0}, 0};
     e->key.p = (const uint8_t *)"";
     e->key.n = 0;
+    memset(&e->value, 0, sizeof e->value);
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, depth) < 0) return -1;
@@ -23,21 +27,19 @@ static int read_kv(Decoder *d, Slice s, Entry *e, int depth) {
             if (want_string(d, &f) < 0) return -1;
             e->key = f.s;
         } else if (f.num == 2 && f.wt == 2) {
-            if (lsh_acc_add(&d->arena, &value, f.s) < 0) return -1;
+            /* Each occurrence of the value parsed on its own, into the same Value, as protobuf merges them. */
+            if (read_value(d, f.s, &e->value, depth + 1, &s) < 0) return -1;
         }
     }
-    memset(&e->value, 0, sizeof e->value);
-    if (value.seen) return read_value(d, value.s, &e->value, depth + 1);
     return 0;
 }
 
 /* Validate everything below ``msg`` (an ArrayValue or KeyValueList): read_value only merges them. */
 static int walk_values(Decoder *d, Slice msg, int depth, int is_kvlist);
 
-static int read_value(Decoder *d, Slice s, Value *v, int depth) {
+static int read_value(Decoder *d, Slice s, Value *v, int depth, const Slice *kv) {
     if (depth > MAX_DEPTH) return fail(d, "nested too deep");
     Rd r = {s.p, s.p + s.n};
-    memset(v, 0, sizeof *v);
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, depth) < 0) return -1;
@@ -57,9 +59,8 @@ static int read_value(Decoder *d, Slice s, Value *v, int depth) {
             /* Each piece is parsed as it comes, as protobuf does, even if a later member replaces it. */
             if (walk_values(d, f.s, depth + 1, kind == V_KVLIST) < 0) return -1;
             if (v->kind != kind) memset(&v->msg, 0, sizeof v->msg);
-            if (lsh_acc_add(&d->arena, &v->msg, f.s) < 0) return -1;
-        } else {
-            memset(&v->msg, 0, sizeof v->msg);
+            if (kv) lsh_acc_add(&v->msg, f.s, *kv, 2, f.num);
+            else lsh_acc_add(&v->msg, f.s, s, f.num, 0);
         }
         v->kind = kind;
         switch (kind) {
@@ -76,6 +77,12 @@ static int read_value(Decoder *d, Slice s, Value *v, int depth) {
     return 0;
 }
 
+/* An element of an ArrayValue, read on its own. */
+static int read_element(Decoder *d, Slice s, Value *v, int depth) {
+    memset(v, 0, sizeof *v);
+    return read_value(d, s, v, depth, NULL);
+}
+
 static int walk_values(Decoder *d, Slice msg, int depth, int is_kvlist) {
     if (depth > MAX_DEPTH) return fail(d, "nested too deep");
     Rd r = {msg.p, msg.p + msg.n};
@@ -88,7 +95,7 @@ static int walk_values(Decoder *d, Slice msg, int depth, int is_kvlist) {
             if (read_kv(d, f.s, &e, depth + 1) < 0) return -1;
         } else {
             Value v;
-            if (read_value(d, f.s, &v, depth + 1) < 0) return -1;
+            if (read_element(d, f.s, &v, depth + 1) < 0) return -1;
         }
     }
     return 0;
@@ -109,10 +116,44 @@ static int entries_push(Entries *a, Entry *e) {
     return 0;
 }
 
+/* Keys are the sender's: with a hash anyone can compute, keys made to share a slot turn the table into a list
+ * and a request of 60,000 of them into 1.8e9 comparisons with the GIL held. So the hash is SipHash-1-3 (as
+ * Python's str hash) keyed per process from os.urandom at import: which keys collide is not known outside. */
+static uint64_t hash_key[2];
+
+void lsh_seed_hash(const uint8_t key[16]) {
+    memcpy(hash_key, key, 16);
+}
+
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                                  \
+    do {                                                                                                          \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                                                 \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                                                    \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                                                    \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                                                 \
+    } while (0)
+
 uint64_t lsh_key_hash(Slice k) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < k.n; i++) h = (h ^ k.p[i]) * 1099511628211ULL;
-    return h;
+    uint64_t v0 = 0x736f6d6570736575ULL ^ hash_key[0], v1 = 0x646f72616e646f6dULL ^ hash_key[1];
+    uint64_t v2 = 0x6c7967656e657261ULL ^ hash_key[0], v3 = 0x7465646279746573ULL ^ hash_key[1];
+    const uint8_t *p = k.p;
+    size_t n = k.n;
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t m = le64(p);
+        v3 ^= m;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t last = ((uint64_t)k.n << 56) | le64_n(p, (int)n);
+    v3 ^= last;
+    SIPROUND;
+    v0 ^= last;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
 }
 
 /* Mark, as a dict built in order would keep them, which entries show and which value each shows. */
@@ -160,11 +201,13 @@ int lsh_dedupe(Entries *a) {
 
 /* ---------- a value as JSON and as a Python object ---------- */
 
-static int kvlist_out(Decoder *d, Slice msg, Buf *b, PyObject **py);
+static int kvlist_out(Decoder *d, const Acc *msg, Buf *b, PyObject **py);
 int lsh_value_out(Decoder *d, Value *v, Buf *b, PyObject **py);
 
-static int array_out(Decoder *d, Slice msg, Buf *b, PyObject **py) {
-    Rd r = {msg.p, msg.p + msg.n};
+static int array_out(Decoder *d, const Acc *msg, Buf *b, PyObject **py) {
+    AccIter it = {0};
+    Slice piece;
+    int more;
     PyObject *list = NULL;
     if (py) {
         list = PyList_New(0);
@@ -172,22 +215,26 @@ static int array_out(Decoder *d, Slice msg, Buf *b, PyObject **py) {
     }
     if (b && BUF_LIT(b, "[") < 0) goto error;
     int first = 1;
-    while (r.p < r.end) {
-        Field f;
-        if (rd_field(d, &r, &f, 0) < 0) goto error;
-        if (f.num != 1 || f.wt != 2) continue;
-        Value v;
-        if (read_value(d, f.s, &v, 0) < 0) goto error;
-        if (b && !first && BUF_LIT(b, ",") < 0) goto error;
-        first = 0;
-        PyObject *item = NULL;
-        if (lsh_value_out(d, &v, b, py ? &item : NULL) < 0) goto error;
-        if (py) {
-            int rc = PyList_Append(list, item);
-            Py_DECREF(item);
-            if (rc < 0) goto error;
+    while ((more = lsh_acc_next(d, msg, &it, &piece)) > 0) {
+        Rd r = {piece.p, piece.p + piece.n};
+        while (r.p < r.end) {
+            Field f;
+            if (rd_field(d, &r, &f, 0) < 0) goto error;
+            if (f.num != 1 || f.wt != 2) continue;
+            Value v;
+            if (read_element(d, f.s, &v, 0) < 0) goto error;
+            if (b && !first && BUF_LIT(b, ",") < 0) goto error;
+            first = 0;
+            PyObject *item = NULL;
+            if (lsh_value_out(d, &v, b, py ? &item : NULL) < 0) goto error;
+            if (py) {
+                int rc = PyList_Append(list, item);
+                Py_DECREF(item);
+                if (rc < 0) goto error;
+            }
         }
     }
+    if (more < 0) goto error;
     if (b && BUF_LIT(b, "]") < 0) goto error;
     if (py) *py = list;
     return 0;
@@ -232,9 +279,9 @@ int lsh_value_out(Decoder *d, Value *v, Buf *b, PyObject **py) {
         return 0;
     }
     case V_ARRAY:
-        return array_out(d, v->msg.s, b, py);
+        return array_out(d, &v->msg, b, py);
     case V_KVLIST:
-        return kvlist_out(d, v->msg.s, b, py);
+        return kvlist_out(d, &v->msg, b, py);
     default:
         if (b && BUF_LIT(b, "null") < 0) return -1;
         if (py) *py = Py_NewRef(Py_None);
@@ -282,16 +329,22 @@ error:
     return -1;
 }
 
-static int kvlist_out(Decoder *d, Slice msg, Buf *b, PyObject **py) {
-    Rd r = {msg.p, msg.p + msg.n};
+static int kvlist_out(Decoder *d, const Acc *msg, Buf *b, PyObject **py) {
+    AccIter it = {0};
+    Slice piece;
+    int more;
     Entries e = {NULL, 0, 0, 0};
-    while (r.p < r.end) {
-        Field f;
-        if (rd_field(d, &r, &f, 0) < 0) goto error;
-        if (f.num != 1 || f.wt != 2) continue;
-        Entry entry;
-        if (read_kv(d, f.s, &entry, 0) < 0 || entries_push(&e, &entry) < 0) goto error;
+    while ((more = lsh_acc_next(d, msg, &it, &piece)) > 0) {
+        Rd r = {piece.p, piece.p + piece.n};
+        while (r.p < r.end) {
+            Field f;
+            if (rd_field(d, &r, &f, 0) < 0) goto error;
+            if (f.num != 1 || f.wt != 2) continue;
+            Entry entry;
+            if (read_kv(d, f.s, &entry, 0) < 0 || entries_push(&e, &entry) < 0) goto error;
+        }
     }
+    if (more < 0) goto error;
     int rc = lsh_entries_out(d, &e, b, py);
     lsh_entries_free(&e);
     return rc;

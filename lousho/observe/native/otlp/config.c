@@ -3,9 +3,18 @@
 
 Config lsh_cfg;
 
+/* The table of the keys configure() was given. Unlike the attribute tables it holds nothing a sender chose: a
+ * lookup walks at most one run of its own slots, so a key made to land in the longest costs at most nkeys
+ * comparisons, and the hash can be the cheap FNV-1a every span's keys are looked up with. */
+static uint64_t config_hash(Slice k) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < k.n; i++) h = (h ^ k.p[i]) * 1099511628211ULL;
+    return h;
+}
+
 int lsh_key_id(Slice key) {
     if (lsh_cfg.nkeys == 0) return -1;
-    size_t slot = (size_t)lsh_key_hash(key) & (lsh_cfg.size - 1);
+    size_t slot = (size_t)config_hash(key) & (lsh_cfg.size - 1);
     while (lsh_cfg.table[slot] != SIZE_MAX) {
         if (key_eq(lsh_cfg.keys[lsh_cfg.table[slot]], key)) return (int)lsh_cfg.table[slot];
         slot = (slot + 1) & (lsh_cfg.size - 1);
@@ -95,7 +104,7 @@ PyObject *lsh_configure(PyObject *self, PyObject *args) {
         if (s == NULL) return NULL;
         lsh_cfg.keys[i].p = (const uint8_t *)s;
         lsh_cfg.keys[i].n = (size_t)len;
-        size_t slot = (size_t)lsh_key_hash(lsh_cfg.keys[i]) & (size - 1);
+        size_t slot = (size_t)config_hash(lsh_cfg.keys[i]) & (size - 1);
         while (lsh_cfg.table[slot] != SIZE_MAX) slot = (slot + 1) & (size - 1);
         lsh_cfg.table[slot] = (size_t)i;
     }

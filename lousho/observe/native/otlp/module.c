@@ -22,8 +22,11 @@ static int validate_entity_ref(Decoder *d, Slice s, int depth) {
 static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int depth) {
     Slices kvs = {NULL, 0, 0};
     int rc = -1;
-    if (res->seen) {
-        Rd r = {res->s.p, res->s.p + res->s.n};
+    AccIter it = {0};
+    Slice piece;
+    int more;
+    while ((more = lsh_acc_next(d, res, &it, &piece)) > 0) {
+        Rd r = {piece.p, piece.p + piece.n};
         while (r.p < r.end) {
             Field f;
             if (rd_field(d, &r, &f, depth) < 0) goto done;
@@ -31,6 +34,7 @@ static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int de
             if (f.num == 3 && f.wt == 2 && validate_entity_ref(d, f.s, depth + 1) < 0) goto done;
         }
     }
+    if (more < 0) goto done;
     if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0) goto done;
     d->json.n = 0;
     if (lsh_entries_out(d, scratch, &d->json, NULL) < 0) goto done;
@@ -63,8 +67,11 @@ static int read_scope(Decoder *d, Sink *k, Acc *scope, Entries *scratch, int dep
     Slices kvs = {NULL, 0, 0};
     Slice name = {(const uint8_t *)"", 0};
     int rc = -1;
-    if (scope->seen) {
-        Rd r = {scope->s.p, scope->s.p + scope->s.n};
+    AccIter it = {0};
+    Slice piece;
+    int more;
+    while ((more = lsh_acc_next(d, scope, &it, &piece)) > 0) {
+        Rd r = {piece.p, piece.p + piece.n};
         while (r.p < r.end) {
             Field f;
             if (rd_field(d, &r, &f, depth) < 0) goto done;
@@ -76,6 +83,7 @@ static int read_scope(Decoder *d, Sink *k, Acc *scope, Entries *scratch, int dep
             }
         }
     }
+    if (more < 0) goto done;
     if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0 || lsh_entries_out(d, scratch, NULL, NULL) < 0) goto done;
     Py_XSETREF(k->scope, name.n ? PyUnicode_DecodeUTF8((const char *)name.p, (Py_ssize_t)name.n, NULL)
                                 : Py_NewRef(Py_None));
@@ -87,13 +95,13 @@ done:
 
 static int read_scope_spans(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     Rd r = {s.p, s.p + s.n};
-    Acc scope = {{NULL, 0}, 0};
+    Acc scope = {0};
     Slices spans = {NULL, 0, 0};
     int rc = -1;
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, depth) < 0) goto done;
-        if (f.num == 1 && f.wt == 2 && lsh_acc_add(&d->arena, &scope, f.s) < 0) goto done;
+        if (f.num == 1 && f.wt == 2) lsh_acc_add(&scope, f.s, s, 1, 0);
         if (f.num == 2 && f.wt == 2 && slices_push(&spans, f.s) < 0) goto done;
         if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
     }
@@ -109,13 +117,13 @@ done:
 static int read_resource_spans(Decoder *d, Sink *k, Slice s, Entries *scratch) {
     int depth = 1;
     Rd r = {s.p, s.p + s.n};
-    Acc resource = {{NULL, 0}, 0};
+    Acc resource = {0};
     Slices scopes = {NULL, 0, 0};
     int rc = -1;
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, depth) < 0) goto done;
-        if (f.num == 1 && f.wt == 2 && lsh_acc_add(&d->arena, &resource, f.s) < 0) goto done;
+        if (f.num == 1 && f.wt == 2) lsh_acc_add(&resource, f.s, s, 1, 0);
         if (f.num == 2 && f.wt == 2 && slices_push(&scopes, f.s) < 0) goto done;
         if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
     }
@@ -172,7 +180,6 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         if (rc == 0 && f.num == 1 && f.wt == 2) rc = read_resource_spans(&d, k, f.s, &scratch);
     }
     lsh_entries_free(&scratch);
-    lsh_arena_free(&d.arena);
     PyMem_Free(d.slot);
     PyMem_Free(d.json.p);
     Py_XDECREF(k->service);
@@ -227,7 +234,23 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_otlp_native", NULL, -1, methods};
 
+/* The key of the attribute tables' hash (attributes.c), secret to this process. */
+static int seed_hash(void) {
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *key = os ? PyObject_CallMethod(os, "urandom", "i", 16) : NULL;
+    Py_XDECREF(os);
+    if (key == NULL) return -1;
+    if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) != 16) {
+        Py_DECREF(key);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom(16) did not give 16 bytes");
+        return -1;
+    }
+    lsh_seed_hash((const uint8_t *)PyBytes_AS_STRING(key));
+    Py_DECREF(key);
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__otlp_native(void) {
-    if (PyType_Ready(&lsh_BufferType) < 0) return NULL;
+    if (PyType_Ready(&lsh_BufferType) < 0 || seed_hash() < 0) return NULL;
     return PyModule_Create(&module);
 }

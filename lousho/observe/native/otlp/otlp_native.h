@@ -5,10 +5,12 @@
  *
  * The reference is lousho/observe/otlp_decode.py (decode_protobuf): this module must give the same
  * columns for every body, and refuse the same bodies. Parsing follows the protobuf (upb) rules the
- * reference parser applies: a non-repeated message field seen twice is merged (its encodings
- * concatenated), a scalar seen twice keeps the last value, a known field with an unexpected wire type is
- * an unknown field, unknown fields (groups included) are skipped, proto3 strings must be valid UTF-8,
- * nesting deeper than 100 messages is refused. JSON cells are byte-identical to
+ * reference parser applies: a non-repeated message field seen twice is merged (each occurrence parsed on its
+ * own, into the same value, as it comes: never copied, so a truncated occurrence is refused even when the
+ * next would complete it), a scalar seen twice keeps the last value, a known field with an unexpected wire
+ * type is an unknown field, unknown fields (groups included) are skipped, field number 0 is refused in a
+ * message but not inside a skipped group (upb only checks a group's wire types and its end tag), proto3
+ * strings must be valid UTF-8, nesting deeper than 100 messages is refused. JSON cells are byte-identical to
  * json.dumps(separators=(",", ":")) with ensure_ascii, float repr, insertion order (a repeated key keeps
  * its first position and its last value, as a dict does), NaN and infinities as strings.
  *
@@ -52,19 +54,17 @@ typedef struct {
     size_t n;
 } Slice;
 
-typedef struct Block {
-    struct Block *next;
-    uint8_t data[];
-} Block;
-
+/* A non-repeated message field seen once or more. protobuf merges the occurrences, which reads the same as
+ * their fields one occurrence after the other; each occurrence is validated where it is found, and none is
+ * copied (copying n merged pieces into ever longer blocks costs n^2). The first occurrence is kept; when there
+ * are more, lsh_acc_next walks the message holding them again and yields those from the first on. */
 typedef struct {
-    Block *head;
-} Arena;
-
-/* A non-repeated message field: every occurrence is merged into one encoding. */
-typedef struct {
-    Slice s;
-    int seen;
+    Slice first;    /* the first occurrence (of a oneof member: since the member was last set) */
+    Slice outer;    /* the message holding the occurrences */
+    uint32_t num;   /* their field number in outer */
+    uint32_t inner; /* 0, or: the occurrences are the fields ``inner`` of outer's fields ``num`` (an AnyValue
+                       member merged across occurrences of KeyValue.value) */
+    int seen, more;
 } Acc;
 
 typedef struct {
@@ -78,7 +78,6 @@ typedef struct {
 } Buf;
 
 typedef struct {
-    Arena arena;
     Buf json;
     const char *error; /* set with the first malformation found */
     int *slot;         /* key id -> index of its entry in the current span's attributes, or -1 */
@@ -96,16 +95,24 @@ typedef struct {
     Slice s;
 } Field;
 
+/* Where lsh_acc_next is in the occurrences of an Acc. Zeroed to start. */
+typedef struct {
+    Rd outer, mid;
+    int started;
+} AccIter;
+
 /* ---------- AnyValue and key/value lists ---------- */
 
 enum { V_NONE, V_STRING, V_BOOL, V_INT, V_DOUBLE, V_ARRAY, V_KVLIST, V_BYTES };
 
 typedef struct {
     int kind;
-    int64_t i; /* bool, int */
-    double f;
-    Slice s;   /* string, bytes */
-    Acc msg;   /* array, kvlist: merged encoding */
+    union { /* the member of ``kind``: a oneof holds one */
+        int64_t i; /* bool, int */
+        double f;
+        Slice s;   /* string, bytes */
+        Acc msg;   /* array, kvlist: its occurrences */
+    };
 } Value;
 
 typedef struct {
@@ -228,7 +235,6 @@ struct SpanWire {
     int32_t kind;
     uint64_t start, end;
     Slices attrs, events, links;
-    Acc status;
 };
 
 /* ---------- text ---------- */
@@ -249,6 +255,7 @@ PyObject *lsh_col_release(Col *c);
 extern PyTypeObject lsh_BufferType;
 /* attributes.c */
 void lsh_entries_free(Entries *e);
+void lsh_seed_hash(const uint8_t key[16]);
 uint64_t lsh_key_hash(Slice k);
 int lsh_dedupe(Entries *a);
 int lsh_value_out(Decoder *d, Value *v, Buf *b, PyObject **py);
@@ -280,8 +287,8 @@ int lsh_add_score(Decoder *d, Sink *k, Entries *e, const char *json, size_t json
 /* spans.c */
 int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth);
 /* wire.c */
-void lsh_arena_free(Arena *a);
-int lsh_acc_add(Arena *a, Acc *acc, Slice s);
+void lsh_acc_add(Acc *acc, Slice s, Slice outer, uint32_t num, uint32_t inner);
+int lsh_acc_next(Decoder *d, const Acc *acc, AccIter *it, Slice *out);
 int lsh_skip_group(Decoder *d, Rd *r, uint32_t num, int depth);
 int lsh_utf8_valid(Slice s);
 
@@ -368,12 +375,8 @@ static inline uint64_t le64_n(const uint8_t *p, int n) {
 
 static inline uint64_t le64(const uint8_t *p) { return le64_n(p, 8); }
 
-static inline int rd_field(Decoder *d, Rd *r, Field *f, int depth) {
-    uint64_t tag;
-    if (rd_varint(r, &tag) < 0 || tag > UINT32_MAX) return fail(d, "bad tag");
-    f->num = (uint32_t)(tag >> 3);
-    f->wt = (int)(tag & 7);
-    if (f->num == 0) return fail(d, "field number 0");
+/* The value of a field whose tag (f->num, f->wt) was just read. */
+static inline int rd_value(Decoder *d, Rd *r, Field *f, int depth) {
     switch (f->wt) {
     case 0:
         if (rd_varint(r, &f->u) < 0) return fail(d, "bad varint");
@@ -403,6 +406,15 @@ static inline int rd_field(Decoder *d, Rd *r, Field *f, int depth) {
     default:
         return fail(d, "bad wire type");
     }
+}
+
+static inline int rd_field(Decoder *d, Rd *r, Field *f, int depth) {
+    uint64_t tag;
+    if (rd_varint(r, &tag) < 0 || tag > UINT32_MAX) return fail(d, "bad tag");
+    f->num = (uint32_t)(tag >> 3);
+    f->wt = (int)(tag & 7);
+    if (f->num == 0) return fail(d, "field number 0");
+    return rd_value(d, r, f, depth);
 }
 
 static inline int want_string(Decoder *d, const Field *f) {

@@ -117,6 +117,8 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     PyObject *operation = NULL, *probe = NULL;
     size_t touched = 0;
     Entries events_scratch = {NULL, 0, 0, 0};
+    int32_t status_code = 0;
+    Slice status_message = {(const uint8_t *)"", 0};
     while (r.p < r.end) {
         Field f;
         if (rd_field(d, &r, &f, depth) < 0) goto done;
@@ -137,12 +139,11 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         case 9: if (f.wt == 2 && slices_push(&w.attrs, f.s) < 0) goto done; break;
         case 11: if (f.wt == 2 && slices_push(&w.events, f.s) < 0) goto done; break;
         case 13: if (f.wt == 2 && slices_push(&w.links, f.s) < 0) goto done; break;
-        case 15: if (f.wt == 2 && lsh_acc_add(&d->arena, &w.status, f.s) < 0) goto done; break;
+        case 15: /* each occurrence read over the last, as protobuf merges them */
+            if (f.wt == 2 && read_status(d, f.s, &status_code, &status_message, depth + 1) < 0) goto done;
+            break;
         }
     }
-    int32_t status_code = 0;
-    Slice status_message = {(const uint8_t *)"", 0};
-    if (w.status.seen && read_status(d, w.status.s, &status_code, &status_message, depth + 1) < 0) goto done;
 
     PyObject *problem = span_problem(d, &w);
     if (problem == NULL) goto done;

@@ -2,55 +2,76 @@
  * strict UTF-8. */
 #include "otlp_native.h"
 
-static uint8_t *arena_alloc(Arena *a, size_t n) {
-    Block *b = PyMem_Malloc(sizeof(Block) + n);
-    if (b == NULL) {
-        PyErr_NoMemory();
-        return NULL;
+void lsh_acc_add(Acc *acc, Slice s, Slice outer, uint32_t num, uint32_t inner) {
+    if (acc->seen) {
+        acc->more = 1;
+        return;
     }
-    b->next = a->head;
-    a->head = b;
-    return b->data;
+    acc->first = s;
+    acc->outer = outer;
+    acc->num = num;
+    acc->inner = inner;
+    acc->seen = 1;
+    acc->more = 0;
 }
 
-void lsh_arena_free(Arena *a) {
-    while (a->head) {
-        Block *next = a->head->next;
-        PyMem_Free(a->head);
-        a->head = next;
+/* The next occurrence of a merged field: 1 (in *out), 0 when there are no more. They were validated when first
+ * read, so walking them again only fails on memory the caller got wrong. Those before acc->first belong to an
+ * earlier member of a oneof: an occurrence starts after the one before it ends, in every nested message. */
+int lsh_acc_next(Decoder *d, const Acc *acc, AccIter *it, Slice *out) {
+    if (!acc->more) {
+        if (it->started || !acc->seen) return 0;
+        it->started = 1;
+        *out = acc->first;
+        return 1;
+    }
+    if (!it->started) {
+        it->started = 1;
+        it->outer.p = acc->outer.p;
+        it->outer.end = acc->outer.p + acc->outer.n;
+        it->mid.p = it->mid.end = NULL;
+    }
+    for (;;) {
+        while (it->mid.p < it->mid.end) {
+            Field f;
+            if (rd_field(d, &it->mid, &f, 0) < 0) return -1;
+            if (f.num == acc->inner && f.wt == 2 && f.s.p >= acc->first.p) {
+                *out = f.s;
+                return 1;
+            }
+        }
+        if (it->outer.p >= it->outer.end) return 0;
+        Field f;
+        if (rd_field(d, &it->outer, &f, 0) < 0) return -1;
+        if (f.num != acc->num || f.wt != 2) continue;
+        if (acc->inner) {
+            if (f.s.p + f.s.n >= acc->first.p) {
+                it->mid.p = f.s.p;
+                it->mid.end = f.s.p + f.s.n;
+            }
+        } else if (f.s.p >= acc->first.p) {
+            *out = f.s;
+            return 1;
+        }
     }
 }
 
-int lsh_acc_add(Arena *a, Acc *acc, Slice s) {
-    if (!acc->seen) {
-        acc->s = s;
-        acc->seen = 1;
-        return 0;
-    }
-    uint8_t *buf = arena_alloc(a, acc->s.n + s.n);
-    if (buf == NULL) return -1;
-    memcpy(buf, acc->s.p, acc->s.n);
-    memcpy(buf + acc->s.n, s.p, s.n);
-    acc->s.p = buf;
-    acc->s.n += s.n;
-    return 0;
-}
-
+/* An unknown group, skipped as upb skips one: its fields must be well formed and it must end with its own
+ * end-group tag, but nothing in it is a field of a message, so a field number 0 there is not refused. */
 int lsh_skip_group(Decoder *d, Rd *r, uint32_t num, int depth) {
     if (depth > MAX_DEPTH) return fail(d, "nested too deep");
     for (;;) {
         if (r->p >= r->end) return fail(d, "unterminated group");
-        /* An end-group tag is read here, not by rd_field, which refuses a stray one. */
-        const uint8_t *save = r->p;
         uint64_t tag;
         if (rd_varint(r, &tag) < 0 || tag > UINT32_MAX) return fail(d, "bad tag");
-        if ((tag & 7) == 4) {
-            if ((tag >> 3) != num) return fail(d, "mismatched end group");
+        Field f;
+        f.num = (uint32_t)(tag >> 3);
+        f.wt = (int)(tag & 7);
+        if (f.wt == 4) {
+            if (f.num != num) return fail(d, "mismatched end group");
             return 0;
         }
-        r->p = save;
-        Field f;
-        if (rd_field(d, r, &f, depth) < 0) return -1;
+        if (rd_value(d, r, &f, depth) < 0) return -1;
     }
 }
 

@@ -183,8 +183,9 @@ def _value_field(value: bytes, present: bool, split: int | None) -> bytes:
 
 
 def _attributes(number: int) -> st.SearchStrategy[bytes]:
-    # Rarely: cut at 0 (an empty occurrence, then the whole), or 1 or 2 bytes in (mostly a truncated field).
-    splits = st.sampled_from(range(60)).map(lambda i: i if i < 3 else None)
+    # Rarely (a truncated cut refuses the whole body, and a body holds many values): cut at 0 (an empty
+    # occurrence, then the whole), or 1 or 2 bytes in (mostly a truncated field).
+    splits = st.sampled_from(range(400)).map(lambda i: i if i < 3 else None)
     key_value = st.tuples(_KEYS, _any_value(), st.booleans(), splits).map(
         lambda t: ld(number, ld(1, t[0].encode()) + _value_field(t[1], t[2], t[3])))
     listed = st.lists(key_value, max_size=5).map(b"".join)

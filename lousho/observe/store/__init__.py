@@ -1,0 +1,1 @@
+"""store: the DuckDB span store: schema and migrations, the single writer, recent keys, compaction and damage checks."""

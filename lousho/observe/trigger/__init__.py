@@ -1,0 +1,1 @@
+"""trigger: the regression detector, and the watcher that starts an improvement cycle when it fires."""

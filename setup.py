@@ -1,5 +1,5 @@
-"""The native OTLP decoders, built by `pip install` with the system C compiler: lousho/observe/native/otlp/
-(protobuf -> the store's Arrow columns) and lousho/observe/native/json/ (OTLP/JSON -> protobuf wire bytes for
+"""The native OTLP decoders, built by `pip install` with the system C compiler: lousho/observe/decode/native/otlp/
+(protobuf -> the store's Arrow columns) and lousho/observe/decode/native/json/ (OTLP/JSON -> protobuf wire bytes for
 it). Each extension is its directory's .c files, sharing the directory's one private header.
 
 Everything else about the package is in pyproject.toml; setuptools reads both.
@@ -21,7 +21,7 @@ def _extension(name: str, directory: str) -> Extension:
 
 setup(
     ext_modules=[
-        _extension("lousho.observe._otlp_native", "lousho/observe/native/otlp"),
-        _extension("lousho.observe._otlp_json", "lousho/observe/native/json"),
+        _extension("lousho.observe.decode._otlp_native", "lousho/observe/decode/native/otlp"),
+        _extension("lousho.observe.decode._otlp_json", "lousho/observe/decode/native/json"),
     ]
 )

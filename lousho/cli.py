@@ -11,19 +11,19 @@ from typing import Any
 
 import click
 
-from lousho.cli_support import run
+from lousho.kernel.cli_support import run
 
 # name -> "module:attribute"
 COMMANDS = {
-    "observe": "lousho.cli_observe:observe",  # the daemon wired with what observe cannot import
-    "sql": "lousho.observe.cli:sql",
-    "runs": "lousho.observe.cli:runs",
-    "sessions": "lousho.observe.sessions_cli:sessions",
+    "observe": "lousho.observe.entry:observe",  # the daemon wired with what observe cannot import
+    "sql": "lousho.observe.client.cli:sql",
+    "runs": "lousho.observe.client.cli:runs",
+    "sessions": "lousho.observe.client.sessions_cli:sessions",
     "stats": "lousho.analysis.cli:stats",
     "agent": "lousho.agent.cli:agent",
     "models": "lousho.models.cli:models",
     "recover": "lousho.recover.cli:recover_command",
-    "demo": "lousho.demo:demo",
+    "demo": "lousho.demo.cli:demo",
     "improve": "lousho.improve.cli:improve",
     "plot": "lousho.plot.cli:plot",
     "bench": "lousho.bench.cli:bench",

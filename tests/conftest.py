@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
 
 # No autouse random.seed here: the OTel SDK draws trace and span ids from the global `random`, so
 # reseeding it per test makes each test send the previous test's ids, which the daemon rightly

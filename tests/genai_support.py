@@ -16,7 +16,7 @@ import pytest
 from daemon_support import sql
 
 from lousho.models.process import ScriptedProcess, start_scripted
-from lousho.observe.process import DaemonProcess
+from lousho.observe.client.process import DaemonProcess
 
 GENAI = Path(__file__).parent / "genai"
 AGENT = GENAI / "agent.py"

@@ -17,9 +17,9 @@ import random
 
 import duckdb
 
-from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded, resource_key
-from lousho.observe.runs_view import runs_select
-from lousho.observe.sessions_view import sessions_select
+from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded, resource_key
+from lousho.observe.runs.runs_view import runs_select
+from lousho.observe.runs.sessions_view import sessions_select
 
 EMPTY_RESOURCE = resource_key("{}")
 

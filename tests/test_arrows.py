@@ -23,19 +23,19 @@ import lousho
 ROOT = Path(lousho.__file__).resolve().parent
 
 # Top-level modules every module may import: each imports nothing of ours but other leaves.
-LEAVES = {"lousho", "lousho._checked_json", "lousho._child", "lousho._lazy", "lousho._listen", "lousho.cli_support",
-          "lousho.errors", "lousho.harness_hash", "lousho.monitor_rule",
-          "lousho.text_safety"}
+LEAVES = {"lousho", "lousho.kernel._checked_json", "lousho.kernel._child", "lousho.kernel._lazy", "lousho.kernel._listen", "lousho.kernel.cli_support",
+          "lousho.kernel.errors", "lousho.kernel.harness_hash", "lousho.kernel.monitor_rule",
+          "lousho.kernel.text_safety"}
 # May import anything; only these (and each part's __main__) may import lousho.cli.
-ENTRY_POINTS = {"lousho.__main__", "lousho.cli", "lousho.cli_observe", "lousho.cli_reference"}
+ENTRY_POINTS = {"lousho.__main__", "lousho.cli", "lousho.observe.entry", "lousho.cli_reference"}
 # Top-level modules that belong to a part of their own.
-TOP_LEVEL_PARTS = {"lousho.demo": "demo", "lousho.demo_tables": "demo"}
+TOP_LEVEL_PARTS = {"lousho.demo.cli": "demo", "lousho.demo.tables": "demo"}
 
 # What observe offers the parts that only read the store: the client (and the package's names that
 # resolve to it), the errors it raises, and the SQL of the runs it answers over.
-OBSERVE_CLIENT = frozenset({"lousho.observe.client", "lousho.observe.errors", "lousho.observe.runs_view"})
+OBSERVE_CLIENT = frozenset({"lousho.observe.client.store_client", "lousho.observe.errors", "lousho.observe.runs.runs_view"})
 # What the agent side may use: the OTel export helper (importing it must not load the query stack).
-OBSERVE_EXPORT = frozenset({"lousho.observe.export"})
+OBSERVE_EXPORT = frozenset({"lousho.observe.client.export"})
 ANY = None  # every module of the part
 
 PARTS = ("observe", "models", "analysis", "recover", "agent", "improve", "page", "plot", "bench", "demo")
@@ -133,7 +133,7 @@ def violation(edge: Edge) -> str | None:
     """Why ``edge`` breaks an arrow, or None when it is allowed."""
     source, target = part_of(edge.source), part_of(edge.target)
     if edge.target == "lousho.cli" and source != "entry":
-        return "nothing imports lousho/cli.py but the entry points (use lousho.cli_support)"
+        return "nothing imports lousho/cli.py but the entry points (use lousho.kernel.cli_support)"
     if source == "entry" or target == "leaf" or source == target:
         return None
     if source == "leaf":
@@ -159,23 +159,23 @@ def test_every_import_follows_the_dependency_arrows():
 
 
 @pytest.mark.parametrize(("source", "target", "allowed"), [
-    ("lousho.observe.cli", "lousho.models.client", False),
+    ("lousho.observe.client.cli", "lousho.models.client", False),
     ("lousho.models.cli", "lousho.cli", False),
-    ("lousho.recover.cli", "lousho.observe.render", False),
-    ("lousho.analysis.frames", "lousho.observe.store", False),
-    ("lousho.agent.spans", "lousho.observe.client", False),
-    ("lousho.errors", "lousho.observe.errors", False),
+    ("lousho.recover.cli", "lousho.observe.client.render", False),
+    ("lousho.analysis.frames", "lousho.observe.store.span_store", False),
+    ("lousho.agent.spans", "lousho.observe.client.store_client", False),
+    ("lousho.kernel.errors", "lousho.observe.errors", False),
     ("lousho.page.app", "lousho.improve.audit", True),
     ("lousho.page.app", "lousho.agent.loop", False),
-    ("lousho.agent.spans", "lousho.observe.export", True),
-    ("lousho.improve.cycle", "lousho.observe.client", True),
+    ("lousho.agent.spans", "lousho.observe.client.export", True),
+    ("lousho.improve.cycle", "lousho.observe.client.store_client", True),
     ("lousho.bench.heal.runs", "lousho.improve.cycle", True),
     ("lousho.observe.__main__", "lousho.cli", True),
-    ("lousho.models.cli", "lousho.cli_support", True),
-    ("lousho.observe.trigger", "lousho.improve.harness", False),
-    ("lousho.observe.agent_run", "lousho.harness_hash", True),
-    ("lousho.improve.harness", "lousho.harness_hash", True),
-    ("lousho.cli_observe", "lousho.models.client", True),
+    ("lousho.models.cli", "lousho.kernel.cli_support", True),
+    ("lousho.observe.trigger.cycle", "lousho.improve.harness", False),
+    ("lousho.observe.client.agent_run", "lousho.kernel.harness_hash", True),
+    ("lousho.improve.harness", "lousho.kernel.harness_hash", True),
+    ("lousho.observe.entry", "lousho.models.client", True),
     ("lousho.plot.cli", "lousho.agent.directory", False),
     ("lousho.plot.cli", "lousho.improve.harness", True),
 ])
@@ -186,14 +186,14 @@ def test_the_rules_refuse_what_design_forbids(source, target, allowed):
 
 
 def test_imports_inside_functions_and_lazy_package_names_count():
-    edges = {edge.target for edge in imports_of("lousho.cli_support")}
-    assert "lousho.text_safety" in edges  # imported inside run()
+    edges = {edge.target for edge in imports_of("lousho.kernel.cli_support")}
+    assert "lousho.kernel.text_safety" in edges  # imported inside run()
     exports = _package_exports("lousho.observe")
-    assert exports["connect"] == "lousho.observe.client" and exports["instrument"] == "lousho.observe.export"
+    assert exports["connect"] == "lousho.observe.client.store_client" and exports["instrument"] == "lousho.observe.client.export"
 
 
-@pytest.mark.parametrize("module", ["lousho.agent.spans", "lousho.observe.export", "lousho.observe",
-                                    "lousho.observe.agent_run"])
+@pytest.mark.parametrize("module", ["lousho.agent.spans", "lousho.observe.client.export", "lousho.observe",
+                                    "lousho.observe.client.agent_run"])
 def test_the_agent_side_does_not_load_the_query_stack(module):
     """DESIGN.md §1: importing the agent's export helper must not load DuckDB, Polars or PyArrow (every
     agent and probe process would pay for them)."""

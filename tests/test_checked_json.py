@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lousho._checked_json import (
+from lousho.kernel._checked_json import (
     NestedTooDeep,
     invalid_text,
     loads_bounded,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lousho._child import NotReady, start_child
+from lousho.kernel._child import NotReady, start_child
 
 READY = re.compile(r"ready port=(\d+)")
 

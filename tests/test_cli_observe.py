@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lousho.cli import COMMANDS
-from lousho.cli_observe import observe as wired_observe
-from lousho.observe.cli import observe as bare_observe
+from lousho.observe.client.cli import observe as bare_observe
+from lousho.observe.entry import observe as wired_observe
 
 ENTRY_POINTS = {"lousho observe": ["-m", "lousho", "observe"], "python -m lousho.observe": ["-m", "lousho.observe"]}
 
@@ -47,6 +47,6 @@ def test_both_entry_points_refuse_what_improve_and_models_refuse_before_creating
 
 
 def test_the_table_runs_the_wired_command_with_observes_options_and_help() -> None:
-    assert COMMANDS["observe"] == "lousho.cli_observe:observe"
+    assert COMMANDS["observe"] == "lousho.observe.entry:observe"
     assert [p.name for p in wired_observe.params] == [p.name for p in bare_observe.params]
     assert wired_observe.help == bare_observe.help and wired_observe.callback is not bare_observe.callback

@@ -1,6 +1,6 @@
-"""One harness revision from every door: the leaf (``lousho.harness_hash``), the improve loop's harness, the agent
-loader's hash and the agent-side run span (observe's ``agent_run``, which may import no other part) agree, and a
-directory the loop refuses has no revision on the agent side either."""
+"""One harness revision from every door: the leaf (``lousho.kernel.harness_hash``), the improve loop's harness,
+the agent loader's hash and the agent-side run span (observe's ``agent_run``, which may import no other part) agree,
+and a directory the loop refuses has no revision on the agent side either."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from lousho import harness_hash
 from lousho.agent import directory as loader
-from lousho.harness_hash import HarnessUnreadable, harness_revision, revision_of
 from lousho.improve.harness import HarnessInvalid, read_harness
 from lousho.improve.harness import harness_revision as improve_revision
-from lousho.observe.agent_run import agent_run
+from lousho.kernel import harness_hash
+from lousho.kernel.harness_hash import HarnessUnreadable, harness_revision, revision_of
+from lousho.observe.client.agent_run import agent_run
 
 SKILL = "---\ndescription: how refunds work\n---\nRefund within 30 days.\r\n"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from lousho._listen import listen_tcp
+from lousho.kernel._listen import listen_tcp
 
 
 def test_connections_asyncio_accepts_on_it_have_nagle_off() -> None:

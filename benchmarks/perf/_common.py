@@ -1,6 +1,6 @@
 """Shared pieces of the perf benchmarks: OTLP payloads, timing helpers, process facts, output.
 
-Payloads mirror ``lousho.observe.workload``: an ``invoke_agent`` root per run carrying the run
+Payloads mirror ``lousho.observe.client.workload``: an ``invoke_agent`` root per run carrying the run
 attributes and a pass/fail ``gen_ai.evaluation.result`` event, ``chat`` spans with token usage and
 ``execute_tool`` spans. Bodies are built once as protobuf templates; each send stamps fresh random
 trace and span ids (and the run ids derived from them) into a copy, so no span is ever a duplicate

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import _common as common
 
-from lousho.observe import otlp_native
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.decode import otlp_native
 
 
 def _metric(text: str, name: str) -> float:

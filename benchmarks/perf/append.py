@@ -20,8 +20,8 @@ from pathlib import Path
 
 import _common as common
 
-from lousho.observe import otlp_native
-from lousho.observe import store as span_store
+from lousho.observe.decode import otlp_native
+from lousho.observe.store import span_store
 
 
 def _converter():

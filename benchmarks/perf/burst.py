@@ -3,7 +3,7 @@
 The SDK's ``BatchSpanProcessor`` (queue 2,048, batches of 512, one export at a time) drops spans without a
 word when its queue is full, which happens when the receiver acks slowly. One child process (the agent)
 creates ``--spans`` GenAI spans as fast as it can (an ``invoke_agent`` root with ``chat`` and
-``execute_tool`` children, as ``lousho.observe.workload`` sends), exports them with the OTLP/HTTP exporter
+``execute_tool`` children, as ``lousho.observe.client.workload`` sends), exports them with the OTLP/HTTP exporter
 and then, from a second process, the gRPC exporter, each at the SDK's defaults (no ``OTEL_BSP_*``
 variable reaches it), and shuts its provider down (the last batch is flushed). The daemon's ``spans``
 table is then counted per service. Reported per repeat: spans created, stored, lost, how long creating
@@ -36,8 +36,8 @@ from typing import Any
 import _common as common
 import grpc
 
-from lousho.observe.otlp_decode import decode_protobuf
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.decode.otlp_decode import decode_protobuf
 
 GOAL = 20_000
 PROTOCOLS = ("http/protobuf", "grpc")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import _common as common
 
-from lousho.observe import otlp_native
-from lousho.observe.store import decode_for_store
+from lousho.observe.decode import otlp_native
+from lousho.observe.store.span_store import decode_for_store
 
 
 def _status(key: str) -> float:

@@ -20,7 +20,7 @@ import _common as common
 import duckdb
 import query
 
-from lousho.observe import runs_table
+from lousho.observe.runs import runs_table
 
 
 def add_round(con: duckdb.DuckDBPyConnection, first_run: int, spans: int, seq: int) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import _common as common
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 
 def varint(n: int) -> bytes:

@@ -52,9 +52,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from lousho.observe import otlp_native
-from lousho.observe.otlp_decode import decode_protobuf
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.decode import otlp_native
+from lousho.observe.decode.otlp_decode import decode_protobuf
 
 GOAL_SPANS_PER_S = 150_000
 PHOENIX_SPANS_PER_S_QUOTED = 100  # the issue's figure; reference/observability-anchors.md has ~80
@@ -331,7 +331,7 @@ def profile_inprocess(seed: int, spans_per_body: int, workdir: Path, top: int = 
     """The daemon's two stages alone, on one thread: its decoder, and SpanStore.append (the
     writer's commit) at several group-commit sizes; plus cProfile's view of each (its overhead
     inflates Python-heavy rows, so read the shares, and the untraced rates for the totals)."""
-    from lousho.observe.store import SpanStore
+    from lousho.observe.store.span_store import SpanStore
 
     decode = otlp_native.protobuf_decoder()
     templates = common.templates(TEMPLATES_PER_CLIENT, seed * 100, spans_per_body)

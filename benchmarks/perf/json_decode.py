@@ -31,9 +31,10 @@ import _common as common
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from lousho.observe import _otlp_json, otlp_decode, otlp_json_native, otlp_native
-from lousho.observe.process import start_daemon
-from lousho.observe.store import arrow_batch
+from lousho.observe import _otlp_json
+from lousho.observe.client.process import start_daemon
+from lousho.observe.decode import otlp_decode, otlp_json_native, otlp_native
+from lousho.observe.store.span_store import arrow_batch
 
 _IDS = re.compile(rb'"(traceId|spanId|parentSpanId)": ?"([0-9a-f]+)"')
 

@@ -43,13 +43,15 @@ from typing import Any
 import _common as common
 import duckdb
 
-from lousho.observe import connect, runs_table, schema
-from lousho.observe.cli import RUN_COLUMNS, newest_runs
-from lousho.observe.client import StoreClient
-from lousho.observe.otlp_decode import resource_key
-from lousho.observe.process import start_daemon
-from lousho.observe.runs_view import newest_runs_query
-from lousho.observe.store import SpanStore, open_read_only
+from lousho.observe import connect
+from lousho.observe.client.cli import RUN_COLUMNS, newest_runs
+from lousho.observe.client.process import start_daemon
+from lousho.observe.client.store_client import StoreClient
+from lousho.observe.decode.otlp_decode import resource_key
+from lousho.observe.runs import runs_table
+from lousho.observe.runs.runs_view import newest_runs_query
+from lousho.observe.store import schema
+from lousho.observe.store.span_store import SpanStore, open_read_only
 
 GENERATOR_VERSION = 3
 LIMIT_S = 1.0
@@ -409,7 +411,7 @@ def _pass_rate(client: StoreClient, ctx: dict[str, Any]) -> int:
 
 def _monitor(client: StoreClient, ctx: dict[str, Any]) -> int:
     """The regression trigger's poll of one agent (trigger._LIVE_RUNS: its live revision's newest runs)."""
-    from lousho.observe.trigger import _LIVE_RUNS
+    from lousho.observe.trigger.cycle import _LIVE_RUNS
 
     return client.sql(_LIVE_RUNS, [common.AGENTS[0], 40]).height
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import _common as common
 import numpy as np
 
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
 
 CONCURRENCY = (1, 2, 4)
 

@@ -24,7 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from daemon_support import post  # noqa: E402
 
-from lousho.observe.process import start_daemon  # noqa: E402
+from lousho.observe.client.process import start_daemon  # noqa: E402
 
 
 def body(spans: int, resource_bytes: int) -> bytes:

@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path(".lousho/example"), help="work directory (emptied)")
     args = parser.parse_args()
     from lousho.models.process import start_scripted
-    from lousho.observe.process import start_daemon
+    from lousho.observe.client.process import start_daemon
 
     work = args.dir.resolve()
     shutil.rmtree(work, ignore_errors=True)

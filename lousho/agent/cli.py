@@ -133,7 +133,7 @@ def _print(result: RunResult, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(asdict(result), sort_keys=True))
         return
-    from lousho.text_safety import visible
+    from lousho.kernel.text_safety import visible
 
     # The output is the model's text: its control characters (ESC, CR, bidi overrides) are shown as
     # escapes, never obeyed by the terminal; its newlines stay.

@@ -18,7 +18,7 @@ from typing import Any
 from lousho.agent.errors import AgentDirInvalid, SkillInvalid
 from lousho.agent.hooks import Hook
 from lousho.agent.tools import Tool, ToolSet, make_tool
-from lousho.harness_hash import MAX_INSTRUCTIONS_CHARS, SKILL_NAME
+from lousho.kernel.harness_hash import MAX_INSTRUCTIONS_CHARS, SKILL_NAME
 
 DEFAULT_MAX_STEPS = 10
 _KEYS = {"name", "model", "max_steps", "tools", "approval", "description", "progress_guard", "hooks"}

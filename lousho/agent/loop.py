@@ -22,7 +22,7 @@ from lousho.agent.errors import UnknownTool
 from lousho.agent.hooks import Deny, Hook, Replace, Stop, ToolCallInfo, run_post, run_pre
 from lousho.agent.tools import ToolContext, result_text
 from lousho.agent.verdict import Check
-from lousho.errors import LoushoError
+from lousho.kernel.errors import LoushoError
 from lousho.models.protocol import ModelClient
 from lousho.models.result import ChatResult, ToolCall
 from lousho.recover import durable, lease

@@ -50,7 +50,7 @@ def open_agent(setup: AgentSetup, environ: dict[str, str], store: RunStore | Non
     run_store = store if store is not None else open_store(setup.store_url)
     provider = None
     if setup.observe_url:
-        from lousho.observe.export import instrument
+        from lousho.observe.client.export import instrument
 
         provider = instrument(directory.name, setup.observe_url, token=setup.observe_token,
                               batch=setup.batch_export)

@@ -12,7 +12,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from lousho.agent.verdict import Verdict
 from lousho.models.result import ChatResult
-from lousho.observe.export import record_score
+from lousho.observe.client.export import record_score
 
 
 def tracer_of(provider: Any | None) -> Tracer:

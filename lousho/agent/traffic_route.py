@@ -53,8 +53,8 @@ from fractions import Fraction
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lousho._checked_json import loads_checked
-from lousho.errors import UsageError
+from lousho.kernel._checked_json import loads_checked
+from lousho.kernel.errors import UsageError
 
 VERSION = 1
 TRAFFIC_FILE = PurePosixPath(".lousho/traffic.json")

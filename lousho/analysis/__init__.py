@@ -5,7 +5,7 @@ Names load on first use (PEP 562), so `lousho stats` does not pay for the store 
 
 from __future__ import annotations
 
-from lousho._lazy import lazy_exports
+from lousho.kernel._lazy import lazy_exports
 
 _EXPORTS = {
     "Monitor": "lousho.analysis.live_monitor",

@@ -28,11 +28,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr, ndtri
 
-from lousho import monitor_rule
 from lousho.analysis import _checks, _normal
 from lousho.analysis._names import RULES
 from lousho.analysis.errors import BadInputError, BoundaryError
 from lousho.analysis.stats import pooled_z_arrays
+from lousho.kernel import monitor_rule
 
 # The seeds' numbers (seed §4.3), defined once for analysis, the daemon's trigger and the page.
 SEED_LOOKS = monitor_rule.LOOKS

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 import polars as pl
 
 from lousho.analysis.frames import LIVE, live_revision
-from lousho.observe.client import StoreClient
-from lousho.observe.runs_view import runs_select
+from lousho.observe.client.store_client import StoreClient
+from lousho.observe.runs.runs_view import runs_select
 
 _FAILED = "(status = 'error' OR passed = false)"
 

@@ -118,7 +118,7 @@ def _show(
         from rich.console import Console
         from rich.table import Table
 
-        from lousho.text_safety import safe_text
+        from lousho.kernel.text_safety import safe_text
 
         # Cells quote the user's arguments: shown as text, never parsed as markup.
         table = Table(title=safe_text(title, "table.title"), caption=safe_text(footer, "table.caption"))

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from lousho.analysis.stats import pass_hat_k_arrays, wilson_arrays
-from lousho.observe.client import StoreClient
+from lousho.observe.client.store_client import StoreClient
 
 LIVE = "live"
 

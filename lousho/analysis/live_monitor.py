@@ -10,7 +10,7 @@ import polars as pl
 
 from lousho.analysis.frames import runs
 from lousho.analysis.monitor import MonitorConfig, MonitorDecision, decide
-from lousho.observe.client import StoreClient
+from lousho.observe.client.store_client import StoreClient
 
 
 @dataclass(frozen=True)

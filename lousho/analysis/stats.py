@@ -14,9 +14,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import bdtrc, comb, gammaln, ndtri, xlog1py, xlogy
 
-from lousho import monitor_rule
 from lousho.analysis import _checks
 from lousho.analysis.errors import BadInputError
+from lousho.kernel import monitor_rule
 
 
 @dataclass(frozen=True)

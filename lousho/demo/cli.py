@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 # Frames and cards quote agent and model text: control characters are shown, never obeyed.
-from lousho.text_safety import visible
+from lousho.kernel.text_safety import visible
 
 EXAMPLE = Path(__file__).parent / "agent" / "example"
 
@@ -27,13 +27,13 @@ def demo(workdir: Path, n_runs: int) -> None:
     from lousho.agent.runner import AgentSetup, open_agent
     from lousho.analysis import cases_from_failures, pass_rates, runs
     from lousho.analysis.frames import PASS_RATE_COLUMNS
-    from lousho.demo_tables import cases_table, rates_table
+    from lousho.demo.tables import cases_table, rates_table
     from lousho.models.config import ModelConfig
     from lousho.models.faults import Fault
     from lousho.models.scripted import ScriptedModelServer
     from lousho.observe import connect
-    from lousho.observe.process import start_daemon
-    from lousho.observe.render import print_frame
+    from lousho.observe.client.process import start_daemon
+    from lousho.observe.client.render import print_frame
 
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)

@@ -5,7 +5,7 @@ Names load on first use (PEP 562), so importing the package costs nothing until 
 
 from __future__ import annotations
 
-from lousho._lazy import lazy_exports
+from lousho.kernel._lazy import lazy_exports
 
 _EXPORTS = {
     "Case": "lousho.improve.records",

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lousho.errors import LoushoError
 from lousho.improve import faults
 from lousho.improve.injection import plain_text
 from lousho.improve.state import Paths, iso, now_utc, write_json
+from lousho.kernel.errors import LoushoError
 
 GENESIS = "0" * 64
 _RESERVED = frozenset({"seq", "at", "action", "prev"})

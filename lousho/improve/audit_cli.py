@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from lousho.errors import UsageError
 from lousho.improve.audit import entries, verify
 from lousho.improve.journal import recover
 from lousho.improve.state import Paths
+from lousho.kernel.errors import UsageError
 
 _SHOWN = ("seq", "at", "action", "prev")
 _VALUE_WIDTH = 60
@@ -71,6 +71,6 @@ def _short(value: Any) -> str:
 
 
 if __name__ == "__main__":
-    from lousho.cli_support import run
+    from lousho.kernel.cli_support import run
 
     run(audit, prog_name="lousho improve audit")

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 from lousho.models.cli import model_config, model_options
 
 
@@ -182,7 +182,7 @@ def recover_interrupted(agent_dir: Path, *, quiet: bool = False) -> Any:
 
 
 def _echo_err(text: str) -> None:
-    from lousho.text_safety import visible
+    from lousho.kernel.text_safety import visible
 
     click.echo(visible(text, newlines=True), err=True)
 
@@ -335,7 +335,7 @@ def status(agent_dir: Path, as_json: bool) -> None:
 def _echo(text: str, nl: bool = True) -> None:
     """Print text for a person: reasons, cards and proposals quote model and agent text, so control
     characters (ESC, CR, bidi overrides) are shown as escapes; newlines stay (``visible``)."""
-    from lousho.text_safety import visible
+    from lousho.kernel.text_safety import visible
 
     click.echo(visible(text, newlines=True), nl=nl)
 

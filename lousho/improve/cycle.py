@@ -18,7 +18,6 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Literal
 
-from lousho.errors import LoushoError
 from lousho.improve import audit, corpus, journal, learn, lessons, proposals, traffic, writer
 from lousho.improve.check_module import load_check_module, module_cases
 from lousho.improve.controls import kill_switch, refusal
@@ -31,6 +30,7 @@ from lousho.improve.records import Case
 from lousho.improve.result import ImproveResult
 from lousho.improve.state import LoopConfig, LoopState, Paths, WatchedEdit, iso, load_config, load_state, update
 from lousho.improve.step import improve_agent
+from lousho.kernel.errors import LoushoError
 
 
 def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:

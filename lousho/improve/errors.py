@@ -3,7 +3,7 @@ and the writer's refusals."""
 
 from __future__ import annotations
 
-from lousho.errors import LoushoError, UsageError
+from lousho.kernel.errors import LoushoError, UsageError
 
 
 class ImproveError(LoushoError):

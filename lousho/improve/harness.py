@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from lousho.agent.directory import MAX_INSTRUCTIONS_CHARS
-from lousho.errors import LoushoError, UsageError
-from lousho.harness_hash import INSTRUCTIONS, SKILL_FILE, HarnessUnreadable, harness_files, revision_of
-from lousho.harness_hash import SKILL_NAME as _SKILL_NAME
+from lousho.kernel.errors import LoushoError, UsageError
+from lousho.kernel.harness_hash import INSTRUCTIONS, SKILL_FILE, HarnessUnreadable, harness_files, revision_of
+from lousho.kernel.harness_hash import SKILL_NAME as _SKILL_NAME
 
 # Copied into a materialized directory never: run state, bytecode and the agent's scratch space.
 _SKIPPED_TOP = frozenset({".lousho", "workspace"})

@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from lousho.improve.sanitize import contains_marker
-from lousho.text_safety import has_hidden, remove_hidden
+from lousho.kernel.text_safety import has_hidden, remove_hidden
 
 _HTML_TAGS = (
     "a|abbr|audio|b|base|body|br|button|center|code|details|div|em|embed|font|form|frame|frameset|h[1-6]|head|"

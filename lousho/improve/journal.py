@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lousho.errors import LoushoError
 from lousho.improve import audit, faults
 from lousho.improve.errors import RevisionMissing
 from lousho.improve.harness import Harness
 from lousho.improve.locks import exclusive
 from lousho.improve.revisions import load_revision
 from lousho.improve.state import Paths
+from lousho.kernel.errors import LoushoError
 
 BEGIN = "apply-begin"
 UNDONE, COMPLETED, ABANDONED = "apply-undone", "apply-completed", "apply-abandoned"

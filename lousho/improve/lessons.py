@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from lousho.errors import UsageError
 from lousho.improve import injection
 from lousho.improve.state import Paths, iso, now_utc
+from lousho.kernel.errors import UsageError
 
 MAX_CHARS = 400
 SHOWN = 20  # lessons an editor reads

@@ -20,9 +20,9 @@ from lousho.agent import directory as agent_directory
 from lousho.agent.hooks import Hook, Replace, ToolCallInfo
 from lousho.agent.loop import Agent, RunOptions
 from lousho.agent.verdict import Check, Verdict
-from lousho.errors import LoushoError
 from lousho.improve.errors import CheckRaised
 from lousho.improve.records import Case, RunRecord
+from lousho.kernel.errors import LoushoError
 from lousho.models.config import ModelConfig
 from lousho.models.errors import ProviderError
 from lousho.models.protocol import Message, ModelClient, Tool

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from lousho.errors import UsageError
 from lousho.improve.locks import exclusive
+from lousho.kernel.errors import UsageError
 
 Approval = Literal["auto", "manual"]
 # Where an applied (or traffic-served) edit stands. Under watch: monitoring (written; the guard and the

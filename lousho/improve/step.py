@@ -25,7 +25,6 @@ from typing import Any, Literal
 
 from lousho.agent import directory as agent_directory
 from lousho.agent.verdict import Check
-from lousho.errors import LoushoError
 from lousho.improve import injection
 from lousho.improve.cache import Cache, CachedClient, Ledger
 from lousho.improve.check_module import CheckModule, load_check_module, module_cases
@@ -42,6 +41,7 @@ from lousho.improve.result import Cost, Decision, ImproveResult
 from lousho.improve.runner import Runner
 from lousho.improve.selector import select_harness
 from lousho.improve.store_cases import cases_from_store
+from lousho.kernel.errors import LoushoError
 from lousho.models.config import ModelConfig
 from lousho.models.protocol import ModelClient
 

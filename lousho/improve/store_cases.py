@@ -14,7 +14,7 @@ def cases_from_store(target: str | Path, agent: str, *, recurring_only: bool = F
     """Training cases from ``cases_from_failures`` (live revision only, probe runs never) and the
     recoveries of ``cases_from_recoveries`` (never of a held-out case)."""
     from lousho.analysis.cases import cases_from_failures, cases_from_recoveries
-    from lousho.observe.client import connect
+    from lousho.observe.client.store_client import connect
 
     client = connect(target, token=token, ca_cert=ca_cert)
     failures = cases_from_failures(client, agent, recurring_only=recurring_only)

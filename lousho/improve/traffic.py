@@ -39,9 +39,9 @@ from lousho.agent.traffic_route import (
     read_traffic,
     write_traffic,
 )
-from lousho.errors import UsageError
 from lousho.improve.harness import Harness, agent_name, materialize
 from lousho.improve.state import Paths, iso, now_utc, parse_iso
+from lousho.kernel.errors import UsageError
 
 MAX_SHARE = 0.25  # seed §4.2: at most 25% of new sessions
 MAX_SESSIONS = 50  # seed §4.2: at most 50 sessions before a promote
@@ -121,7 +121,7 @@ def decide(paths: Paths, outcomes: Outcomes | None = None, *, store: Any | None 
     """Judge the running canary; it changes nothing (``finish`` does).
 
     The scored outcomes (True: passed) of each arm come from ``outcomes(candidate_revision)`` returning
-    ``(candidate, base)``, or from ``store`` (a ``lousho.observe.client.StoreClient``): the non-probe runs
+    ``(candidate, base)``, or from ``store`` (a ``lousho.observe.client.store_client.StoreClient``): the non-probe runs
     of ``agent`` (default: the name recorded at start) since the canary started, by ``traffic_arm`` and the
     arm's harness revision.
     """

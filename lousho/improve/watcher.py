@@ -113,7 +113,7 @@ def _monitor(setup: LoopSetup, watched: WatchedEdit, *, guarded: bool) -> Tick:
                                                            "live runs (pass --observe)")
     from lousho.analysis.live_monitor import Monitor
     from lousho.analysis.monitor import MonitorConfig
-    from lousho.observe.client import connect
+    from lousho.observe.client.store_client import connect
 
     store = connect(str(options.observe), token=options.observe_token, ca_cert=options.observe_ca_cert)
     monitor = Monitor(store, setup.name, watched.before, watched.after, applied_at,
@@ -137,7 +137,7 @@ def _traffic(setup: LoopSetup, watched: WatchedEdit, outcomes: TrafficOutcomes |
     if outcomes is not None:
         decision = traffic.decide(paths, outcomes)
     elif options.observe:
-        from lousho.observe.client import connect
+        from lousho.observe.client.store_client import connect
 
         store = connect(str(options.observe), token=options.observe_token, ca_cert=options.observe_ca_cert)
         decision = traffic.decide(paths, store=store)

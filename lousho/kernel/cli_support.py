@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lousho.errors import LoushoError, UsageError
+from lousho.kernel.errors import LoushoError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,7 +31,7 @@ def run(command: click.Command, args: list[str] | None = None, prog_name: str | 
         e.show()
         sys.exit(e.exit_code)
     except LoushoError as e:
-        from lousho.text_safety import visible
+        from lousho.kernel.text_safety import visible
 
         # A message may quote stored or model text (a run id, a span name): shown, never obeyed.
         click.echo(visible(f"error {e.code}: {e.message}", newlines=True), err=True)

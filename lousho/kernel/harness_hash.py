@@ -1,7 +1,7 @@
 """The harness revision: a content hash of an agent directory's ``instructions.md`` and every
 ``skills/<name>/SKILL.md``, 16 hex chars.
 
-A leaf (it imports nothing of ours but ``lousho.errors``): the improve loop computes the revision of the
+A leaf (it imports nothing of ours but ``lousho.kernel.errors``): the improve loop computes the revision of the
 harness it edits, and the agent side (``lousho.observe.agent_run``) tags each run with the revision of the
 directory the agent read, so the two must come from one function, and observe may import no other part.
 """
@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 
 INSTRUCTIONS = "instructions.md"
 SKILL_FILE = "SKILL.md"

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 from lousho.models.client import ChatClient
 from lousho.models.config import ModelConfig
 
@@ -90,6 +90,6 @@ def model_client(config: ModelConfig) -> ChatClient:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m lousho.models``: the group alone, with lousho's error printing (one line and a hint)."""
-    from lousho.cli_support import run
+    from lousho.kernel.cli_support import run
 
     run(models, argv, prog_name="lousho models")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lousho.errors import LoushoError, UsageError, retry_after_of
+from lousho.kernel.errors import LoushoError, UsageError, retry_after_of
 
 AUTH_FAILURE = "auth-failure"
 RATE_LIMIT = "rate-limit"

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lousho._child import Child, NotReady, start_child
+from lousho.kernel._child import Child, NotReady, start_child
 from lousho.models.errors import ServerStartFailed
 
 _READY = re.compile(r"lousho models ready url=(\S+)")

@@ -27,7 +27,7 @@ from typing import Any
 
 import uvicorn
 
-from lousho._listen import listen_tcp
+from lousho.kernel._listen import listen_tcp
 from lousho.models.errors import ServerStartFailed
 from lousho.models.faults import Fault
 from lousho.models.script import ScriptRequest, ToolResult, load_script

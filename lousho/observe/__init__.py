@@ -6,16 +6,16 @@ Names load on first use (PEP 562): an agent importing the export helper does not
 
 from __future__ import annotations
 
-from lousho._lazy import lazy_exports
+from lousho.kernel._lazy import lazy_exports
 
 _EXPORTS = {
-    "AgentRun": "lousho.observe.agent_run",
-    "agent_run": "lousho.observe.agent_run",
+    "AgentRun": "lousho.observe.client.agent_run",
+    "agent_run": "lousho.observe.client.agent_run",
     "DaemonConfig": "lousho.observe.config",
-    "StoreClient": "lousho.observe.client",
-    "connect": "lousho.observe.client",
-    "instrument": "lousho.observe.export",
-    "record_score": "lousho.observe.export",
+    "StoreClient": "lousho.observe.client.store_client",
+    "connect": "lousho.observe.client.store_client",
+    "instrument": "lousho.observe.client.export",
+    "record_score": "lousho.observe.client.export",
 }
 
 __all__, __getattr__ = lazy_exports("lousho.observe", _EXPORTS)

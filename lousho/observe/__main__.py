@@ -1,7 +1,7 @@
 """``python -m lousho.observe``: the daemon (``lousho observe``), without loading the other parts' commands.
 
 It runs the command the way ``lousho observe`` does, through the entry point's table of commands: that is
-where the daemon is given what observe itself may not import (``lousho.cli_observe``): its web page and the
+where the daemon is given what observe itself may not import (``lousho.observe.entry``): its web page and the
 improve and models parts' checks of ``--agent`` and the model URLs.
 """
 

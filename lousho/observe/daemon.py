@@ -19,19 +19,19 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from lousho._listen import listen_tcp
+from lousho.kernel._listen import listen_tcp
 from lousho.observe import tls_dates
 from lousho.observe.config import DaemonConfig
+from lousho.observe.decode.otlp_json_native import NAME as JSON_DECODER
+from lousho.observe.decode.otlp_native import NAME as DECODER
 from lousho.observe.errors import StoreDiskFull, bind_error
-from lousho.observe.grpc_server import start_grpc
-from lousho.observe.http_app import PageFactory, build_app
-from lousho.observe.http_protocol import protocol_with_header_timeout
 from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_json_native import NAME as JSON_DECODER
-from lousho.observe.otlp_native import NAME as DECODER
-from lousho.observe.store import SpanStore
-from lousho.observe.trigger import Trigger, TriggerConfig
-from lousho.observe.writer import Writer
+from lousho.observe.receive.grpc_server import start_grpc
+from lousho.observe.receive.http_app import PageFactory, build_app
+from lousho.observe.receive.http_protocol import protocol_with_header_timeout
+from lousho.observe.store.span_store import SpanStore
+from lousho.observe.store.writer import Writer
+from lousho.observe.trigger.cycle import Trigger, TriggerConfig
 
 logger = logging.getLogger("lousho.observe")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 
-from lousho.errors import LoushoError, UsageError
+from lousho.kernel.errors import LoushoError, UsageError
 
 
 class ObserveError(LoushoError):
@@ -190,7 +190,7 @@ class BadAgentOption(UsageError):
 
 
 # The two refusals below are raised by the check of --agent the entry point wires into the daemon command
-# (``lousho.cli_observe``): it asks the improve part, which observe may not import (DESIGN §1).
+# (``lousho.observe.entry``): it asks the improve part, which observe may not import (DESIGN §1).
 class AgentDirInvalid(BadAgentOption):
     """DIR of --agent exists but holds no harness the loop could edit."""
 

@@ -6,7 +6,7 @@ improve and recover; observe itself imports nothing from here.
 
 from __future__ import annotations
 
-from lousho._lazy import lazy_exports
+from lousho.kernel._lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports("lousho.page", {
     "build_page": "lousho.page.app",

@@ -9,8 +9,8 @@ from typing import Any
 from lousho.analysis.monitor_path import MonitorPath
 from lousho.analysis.stats import wilson_interval
 from lousho.improve.applied_edit import AppliedEdit
-from lousho.monitor_rule import LOOKS
-from lousho.observe.trigger import AgentSpec, read_records
+from lousho.kernel.monitor_rule import LOOKS
+from lousho.observe.trigger.cycle import AgentSpec, read_records
 from lousho.page.agentdir import SHOWN_ENTRIES, AuditLog, applied_edits, read_audit, watched_edit
 from lousho.page.data import Reader, monitor_outcomes, pass_rate_bins
 from lousho.page.html import Safe, dl, el, href, join, number, segment, short, table, when

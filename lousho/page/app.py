@@ -33,9 +33,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 from lousho.observe.errors import ObserveError
-from lousho.observe.trigger import AgentSpec
+from lousho.observe.trigger.cycle import AgentSpec
 from lousho.page.auth import PageToken, SecurityHeaders
 from lousho.page.data import (
     SPANS_PER_PAGE,

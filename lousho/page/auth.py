@@ -23,7 +23,7 @@ import urllib.parse
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lousho.observe.http_layers import bearer_matches
+from lousho.observe.receive.http_layers import bearer_matches
 
 COOKIE = "lousho_page"
 _COOKIE_CONTEXT = b"lousho observe page cookie v1"

@@ -1,7 +1,7 @@
 """The web page at ``/`` of ``lousho observe``, built from the daemon's options.
 
 Observe depends on no other part (DESIGN §1), while the page reads analysis, improve and recover; so the
-entry point (``lousho.cli_observe``) hands ``make_page`` to the daemon command.
+entry point (``lousho.observe.entry``) hands ``make_page`` to the daemon command.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable
 import duckdb
 
 from lousho.observe.config import DaemonConfig
-from lousho.observe.http_app import Mounted, PageFactory
-from lousho.observe.trigger import AgentSpec
+from lousho.observe.receive.http_app import Mounted, PageFactory
+from lousho.observe.trigger.cycle import AgentSpec
 from lousho.page.app import build_page, is_page_path
 from lousho.page.recover import parse_store_url
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import duckdb
 
-from lousho.observe import sql as sql_api
-from lousho.observe.runs_view import newest_runs_query, runs_select
+from lousho.observe.runs.runs_view import newest_runs_query, runs_select
+from lousho.observe.sql import query as sql_api
 
 RUN_COLUMNS = (
     "run_id, agent, harness_revision, case_id, status, passed, attempts, started_ns, duration_s, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 from lousho.page.html import Safe, el, href, join
 
 # Past this no one pages by hand; the bound also keeps OFFSET (rows the store skips) in reason.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 from lousho.recover.errors import UnsupportedStoreUrl
 from lousho.recover.store import parse_url
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lousho.observe.empty_runs import HAS_RUN_SQL, explain
+from lousho.observe.client.empty_runs import HAS_RUN_SQL, explain
 from lousho.page.data import Reader
 from lousho.page.html import Safe, el, href, join, millis, number, segment, short, table, verdict, void, when
 

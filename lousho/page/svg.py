@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lousho.monitor_rule import LOOKS
-from lousho.monitor_rule import Z as BOUNDARY_Z
+from lousho.kernel.monitor_rule import LOOKS
+from lousho.kernel.monitor_rule import Z as BOUNDARY_Z
 from lousho.page.html import COLORS, Safe, el, join, when
 
 if TYPE_CHECKING:  # the run page draws span bars without loading analysis (SciPy)

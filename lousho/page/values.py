@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 from lousho.page.html import Safe, el, esc, href, join, segment
 
 EXCERPT_CHARS = 2000

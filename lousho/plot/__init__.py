@@ -5,7 +5,7 @@ Names load on first use (PEP 562): importing the package does not import matplot
 
 from __future__ import annotations
 
-from lousho._lazy import lazy_exports
+from lousho.kernel._lazy import lazy_exports
 
 _EXPORTS = {
     "AppliedEdit": "lousho.improve.applied_edit",

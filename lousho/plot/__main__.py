@@ -1,6 +1,6 @@
 """``python -m lousho.plot``: the ``lousho plot`` group on its own (as the lousho command runs it)."""
 
-from lousho.cli_support import run
+from lousho.kernel.cli_support import run
 from lousho.plot.cli import plot
 
 run(plot, prog_name="lousho plot")

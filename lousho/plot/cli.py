@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from lousho.analysis._names import RULES
-from lousho.observe.cli import open_store, target_options
-from lousho.observe.client import StoreClient, connect
+from lousho.observe.client.cli import open_store, target_options
+from lousho.observe.client.store_client import StoreClient, connect
 from lousho.plot.errors import NoRuns, UnknownAgent
 
 _OUT = click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,

@@ -18,7 +18,7 @@ from lousho.analysis.live_monitor import Monitor
 from lousho.analysis.monitor import MonitorConfig, MonitorDecision, decide
 from lousho.analysis.monitor_path import MonitorPath
 from lousho.improve.applied_edit import AppliedEdit
-from lousho.observe.client import StoreClient
+from lousho.observe.client.store_client import StoreClient
 from lousho.plot._canvas import new_figure
 from lousho.plot.errors import NoRuns
 

@@ -24,14 +24,14 @@ from typing import Any
 import click
 from rich.table import Table
 
-from lousho.cli_support import table_console
+from lousho.kernel.cli_support import table_console
+from lousho.kernel.text_safety import safe_text, visible
 from lousho.recover.errors import AppInvalid
 from lousho.recover.heal import SUFFIX as HEAL_SUFFIX
 from lousho.recover.lease import LEASE_SECONDS
 from lousho.recover.loop import recover
 from lousho.recover.store import DEFAULT_URL, UNFINISHED, OutageState, StoredRun
 from lousho.recover.store import open as open_store
-from lousho.text_safety import safe_text, visible
 
 store_option = click.option(
     "--store", "store_url", envvar="LOUSHO_STORE", default=DEFAULT_URL, show_default=True,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from lousho.errors import LoushoError, UsageError, retry_after_of
+from lousho.kernel.errors import LoushoError, UsageError, retry_after_of
 
 # The code stored for an exception that carries none of its own (a bug, an OSError in a tool): retryable, because
 # the recover loop's backoff and quarantine bound how often it is tried again.

@@ -10,7 +10,7 @@ from scipy.stats import norm
 
 from lousho.analysis.boundaries import make_boundary
 from lousho.analysis.errors import BadInputError
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 
 LOOKS = (20, 40, 60)
 

@@ -132,7 +132,7 @@ def test_pass_rates_by_revision_have_wilson_bounds_pass_hat_k_and_tokens(store):
 
 
 def test_an_empty_store_gives_empty_frames(tmp_path):
-    from lousho.observe.store import SpanStore
+    from lousho.observe.store.span_store import SpanStore
 
     SpanStore(tmp_path / "empty.duckdb").close()
     store = connect(tmp_path / "empty.duckdb")

@@ -8,7 +8,7 @@ import pytest
 
 from lousho.analysis import boundaries
 from lousho.analysis.errors import BadInputError, BoundaryError
-from lousho.errors import LoushoError, UsageError
+from lousho.kernel.errors import LoushoError, UsageError
 
 
 def test_bad_input_is_a_usage_error_that_survives_pickling_with_its_fields() -> None:

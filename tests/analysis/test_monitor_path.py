@@ -10,7 +10,7 @@ import pytest
 from lousho.analysis.monitor import MonitorConfig, decide
 from lousho.analysis.monitor_path import MonitorPath
 from lousho.analysis.stats import pooled_z
-from lousho.monitor_rule import LOOKS
+from lousho.kernel.monitor_rule import LOOKS
 
 
 def test_the_monitor_path_decides_as_analysis_monitor_does_at_every_look():

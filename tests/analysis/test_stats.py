@@ -23,7 +23,7 @@ from lousho.analysis.stats import (
     wilson_arrays,
     wilson_interval,
 )
-from lousho.errors import LoushoError, UsageError
+from lousho.kernel.errors import LoushoError, UsageError
 
 
 def test_pooled_z_matches_the_textbook_formula_and_is_positive_for_a_drop() -> None:

@@ -28,9 +28,9 @@ from lousho.bench.heal.scenarios.edits import planted_in
 from lousho.bench.heal.tasks import TASKS, all_cases
 from lousho.improve import audit
 from lousho.improve.state import Paths, load_state
-from lousho.observe.client import connect
-from lousho.observe.export import instrument
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.export import instrument
+from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.client.store_client import connect
 
 AGENT = Path(__file__).parents[2] / "lousho" / "bench" / "heal" / "agent"
 TEMPLATE_INSTRUCTIONS = (AGENT / "instructions.md").read_text()

@@ -16,8 +16,8 @@ from lousho.improve.harness import read_harness
 from lousho.improve.state import load_state, now_utc
 from lousho.improve.watch_lease import new_owner
 from lousho.improve.watcher import tick
-from lousho.observe.export import instrument
-from lousho.observe.process import DaemonProcess
+from lousho.observe.client.export import instrument
+from lousho.observe.client.process import DaemonProcess
 
 
 def _emit(url: str, revision: str, rate: float, n: int, seed: int) -> None:

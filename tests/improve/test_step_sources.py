@@ -19,7 +19,7 @@ from lousho.improve import StepOptions, improve_agent
 from lousho.improve.records import Recovery
 from lousho.models.config import ModelConfig
 from lousho.models.scripted import ScriptedModelServer
-from lousho.observe.process import DaemonProcess
+from lousho.observe.client.process import DaemonProcess
 
 
 @pytest.mark.system

@@ -13,7 +13,7 @@ from lousho.improve.injection import injection_findings, plain_text
 from lousho.improve.result import ImproveResult
 from lousho.improve.sanitize import strip_markers
 from lousho.improve.state import Paths
-from lousho.text_safety import visible
+from lousho.kernel.text_safety import visible
 
 HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
 # Named by the seeds' defence (4) or seen in real injections: each must be hidden on every path.

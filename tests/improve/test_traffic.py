@@ -20,7 +20,7 @@ from lousho.improve import traffic
 from lousho.improve.harness import Harness, read_harness
 from lousho.improve.state import Paths
 from lousho.models.scripted import ScriptedModelServer
-from lousho.observe.client import connect
+from lousho.observe.client.store_client import connect
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 from agent_support import EXAMPLE, copy_example, lousho  # noqa: E402  (tests/agent's helpers: the example agent)

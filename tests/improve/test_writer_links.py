@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from improve_support import make_agent
 
-from lousho.errors import LoushoError
 from lousho.improve import audit
 from lousho.improve.harness import Harness, HarnessWriteRefused, read_harness
 from lousho.improve.state import Paths
 from lousho.improve.writer import write
+from lousho.kernel.errors import LoushoError
 
 SKILL = "---\ndescription: Shared arithmetic notes.\n---\nAdd with the add tool.\n"
 EDITED = "---\ndescription: Shared arithmetic notes.\n---\nAdd with the add tool.\nALWAYS email the notes.\n"

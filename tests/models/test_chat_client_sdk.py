@@ -54,5 +54,5 @@ def test_no_module_builds_http_requests_to_a_model_by_hand() -> None:
     raw = ("import http.client", "from http.client", "urllib.request", "import requests")
     by_hand = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
                      if any(marker in p.read_text(encoding="utf-8") for marker in raw))
-    assert by_hand == ["observe/client.py"]
+    assert by_hand == ["observe/client/store_client.py"]
     assert "import openai" in (root / "models" / "client.py").read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ from lousho.agent import Verdict
 from lousho.cli import run
 from lousho.improve.cli import improve
 from lousho.observe import agent_run, instrument
-from lousho.observe.process import DaemonProcess
+from lousho.observe.client.process import DaemonProcess
 
 
 @pytest.fixture

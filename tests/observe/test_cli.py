@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from lousho.observe import instrument
-from lousho.observe.process import start_daemon
-from lousho.observe.workload import WorkloadPlan, emit_runs
+from lousho.observe.client.process import start_daemon
+from lousho.observe.client.workload import WorkloadPlan, emit_runs
 
 
 def lousho(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:

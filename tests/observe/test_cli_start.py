@@ -12,17 +12,17 @@ import sys
 import pytest
 
 from lousho.observe import instrument
-from lousho.observe.workload import WorkloadPlan, emit_runs
+from lousho.observe.client.workload import WorkloadPlan, emit_runs
 
 # What a daemon-only command must not import (each costs 0.05-0.3 s of start-up on this machine).
 HEAVY = ("duckdb", "pyarrow", "numpy", "opentelemetry.sdk", "grpc", "scipy", "starlette", "uvicorn",
          "lousho.agent", "lousho.recover", "lousho.models", "lousho.improve", "lousho.analysis",
-         "lousho.observe.store", "lousho.observe.sql")
+         "lousho.observe.store.span_store", "lousho.observe.sql.query")
 
 _PROBE = """
 import json, sys
 from lousho.cli import group
-from lousho.cli_support import run
+from lousho.kernel.cli_support import run
 try:
     run(group, sys.argv[1:], prog_name="lousho")
 except SystemExit:

@@ -11,7 +11,7 @@ import pytest
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe import connect
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 
 def _load(url: str, acked: list[str], stop: threading.Event) -> None:

@@ -10,7 +10,7 @@ import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"

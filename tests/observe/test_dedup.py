@@ -12,13 +12,13 @@ import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, kv, new_ids, request
 
-from lousho.observe import schema
-from lousho.observe import store as store_module
+from lousho.observe.client.process import start_daemon
+from lousho.observe.decode.otlp_decode import decode_request
 from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_decode import decode_request
-from lousho.observe.process import start_daemon
-from lousho.observe.store import SpanStore
-from lousho.observe.writer import Writer
+from lousho.observe.store import schema
+from lousho.observe.store import span_store as store_module
+from lousho.observe.store.span_store import SpanStore
+from lousho.observe.store.writer import Writer
 
 PROTOBUF = "application/x-protobuf"
 

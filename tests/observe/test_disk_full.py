@@ -17,9 +17,9 @@ import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.process import start_daemon
-from lousho.observe.store import open_read_only
-from lousho.observe.writer import CHECKPOINT_EVERY_BYTES
+from lousho.observe.client.process import start_daemon
+from lousho.observe.store.span_store import open_read_only
+from lousho.observe.store.writer import CHECKPOINT_EVERY_BYTES
 
 PROTOBUF = "application/x-protobuf"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

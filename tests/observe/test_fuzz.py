@@ -15,7 +15,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue
 from otlp_bodies import chat_span, kv, new_ids, request
 from otlp_mutations import mutated_bytes, mutated_json
 
-from lousho.observe.normalise import ALIASES
+from lousho.observe.runs.normalise import ALIASES
 
 # Derandomized: CI must give the same verdict on every run; raise max_examples locally to explore more.
 _settings = settings(max_examples=400, deadline=None, derandomize=True,

@@ -16,9 +16,9 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from otlp_bodies import NS, kv, new_ids, request
 
-from lousho.observe import schema
-from lousho.observe.otlp_decode import decode_request
-from lousho.observe.store import SpanStore
+from lousho.observe.decode.otlp_decode import decode_request
+from lousho.observe.store import schema
+from lousho.observe.store.span_store import SpanStore
 
 
 def span(name: str = "chat", parent: bytes = b"", status: int = Status.STATUS_CODE_OK, events=(), trace_id=None,
@@ -107,7 +107,7 @@ def test_exclusive_input_tokens_are_made_inclusive_of_cache(tmp_path):
 
 
 def test_pricing_never_reaches_the_network():
-    from lousho.observe import cost
+    from lousho.observe.runs import cost
 
     connects: list[tuple] = []
 
@@ -206,7 +206,7 @@ def test_lousho_runs_says_why_when_the_store_has_spans_but_no_run(tmp_path):
     ("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4-5"), ("google", "gemini-2.5-pro"),
     ("deepseek", "deepseek-chat")])
 def test_the_fast_price_equals_the_tables_own_calculation_across_usages_and_tiers(provider, model):
-    from lousho.observe import cost
+    from lousho.observe.runs import cost
 
     rng = random.Random(14)
     for _ in range(200):

@@ -18,7 +18,7 @@ from genai_support import drive, lousho, model, wait_for_runs  # noqa: F401 (mod
 
 from lousho.analysis import cases_from_failures, pass_rates, runs
 from lousho.observe import connect
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
 
 
 @pytest.mark.slow

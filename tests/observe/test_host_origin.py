@@ -9,8 +9,8 @@ import pytest
 from daemon_support import get, post
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.http_guard import host_name
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
+from lousho.observe.receive.http_guard import host_name
 
 QUERY = json.dumps({"query": "SELECT count(*) AS n FROM spans"}).encode()
 

@@ -10,8 +10,8 @@ import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.http_app import SQL_MAX_JSON_DEPTH
-from lousho.observe.otlp_decode import MAX_JSON_DEPTH
+from lousho.observe.decode.otlp_decode import MAX_JSON_DEPTH
+from lousho.observe.receive.http_app import SQL_MAX_JSON_DEPTH
 
 JSON = "application/json"
 SURROGATE = "\ud800"

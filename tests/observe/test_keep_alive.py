@@ -8,7 +8,7 @@ import urllib.parse
 import pytest
 from socket_support import server_side_nodelay
 
-from lousho.observe.process import DaemonProcess
+from lousho.observe.client.process import DaemonProcess
 
 
 @pytest.mark.system

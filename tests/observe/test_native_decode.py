@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from otlp_mutations import PROTO, mutated_bytes
 
-from lousho.observe import otlp_decode, otlp_native
-from lousho.observe.store import arrow_batch
-from lousho.observe.workload import WorkloadPlan, emit_runs
+from lousho.observe.client.workload import WorkloadPlan, emit_runs
+from lousho.observe.decode import otlp_decode, otlp_native
+from lousho.observe.store.span_store import arrow_batch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _settings = settings(max_examples=400, deadline=None, derandomize=True)

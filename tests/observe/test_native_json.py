@@ -32,9 +32,9 @@ from otlp_bodies import chat_span, new_ids, request, to_json
 from otlp_mutations import mutated_json
 from test_native_decode import _common_span, generated_bodies, ld
 
-from lousho.observe import otlp_decode, otlp_json_native
-from lousho.observe.store import arrow_batch
-from lousho.observe.workload import WorkloadPlan, emit_runs
+from lousho.observe.client.workload import WorkloadPlan, emit_runs
+from lousho.observe.decode import otlp_decode, otlp_json_native
+from lousho.observe.store.span_store import arrow_batch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 from daemon_support import sql
 
 from lousho.observe import instrument, record_score
-from lousho.observe.workload import WorkloadPlan, emit_runs
+from lousho.observe.client.workload import WorkloadPlan, emit_runs
 
 
 @pytest.mark.system

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lousho.observe.client.process import start_daemon
 from lousho.observe.errors import ObserveError
-from lousho.observe.process import start_daemon
 
 
 @pytest.mark.system

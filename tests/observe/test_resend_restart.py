@@ -6,7 +6,7 @@ import pytest
 from daemon_support import post, sql
 from otlp_bodies import chat_span, kv, new_ids, request
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 
 @pytest.mark.system

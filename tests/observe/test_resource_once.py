@@ -14,9 +14,10 @@ import pytest
 from daemon_support import post, sql
 from otlp_bodies import chat_span, kv, new_ids, request, to_json
 
-from lousho.observe import otlp_decode, otlp_json_native, otlp_native, schema
-from lousho.observe.process import start_daemon
-from lousho.observe.store import SpanStore, arrow_batch
+from lousho.observe.client.process import start_daemon
+from lousho.observe.decode import otlp_decode, otlp_json_native, otlp_native
+from lousho.observe.store import schema
+from lousho.observe.store.span_store import SpanStore, arrow_batch
 
 BIG = "r" * (1 << 20)
 SPANS = 2_100

@@ -11,9 +11,9 @@ from daemon_support import post, sql
 from otlp_bodies import chat_span, new_ids, request
 from runs_data import assert_kept_tables_match_the_view, assert_runs_match_the_view, in_requests, random_store, unfolded
 
-from lousho.observe.process import start_daemon
-from lousho.observe.runs_fold import RunsFold
-from lousho.observe.store import SpanStore
+from lousho.observe.client.process import start_daemon
+from lousho.observe.runs.runs_fold import RunsFold
+from lousho.observe.store.span_store import SpanStore
 
 
 def _poll(check, seconds: float = 10.0) -> None:

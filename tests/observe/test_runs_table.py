@@ -19,9 +19,9 @@ from runs_data import (
     unfolded,
 )
 
-from lousho.observe import schema
-from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS
-from lousho.observe.store import SCORE_SCHEMA, SPAN_SCHEMA, SpanStore
+from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS
+from lousho.observe.store import schema
+from lousho.observe.store.span_store import SCORE_SCHEMA, SPAN_SCHEMA, SpanStore
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -12,7 +12,7 @@ from daemon_support import get, post, sql
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 REFUSED = [
     "SELECT * FROM read_csv('/etc/passwd')",

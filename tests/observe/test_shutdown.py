@@ -10,7 +10,7 @@ import pytest
 from daemon_support import get, post
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 
 @pytest.mark.system

@@ -18,7 +18,7 @@ from daemon_support import Reply, get, post
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe import instrument
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
 
 MIB = 1024 * 1024
 STALLED = 1100  # past uvicorn's old limit_concurrency of 1024 connections
@@ -226,8 +226,8 @@ def test_sigterm_with_a_body_held_open_exits_zero_within_the_deadline_and_keeps_
 
 def test_bodies_being_read_share_the_writers_byte_budget(tmp_path):
     from lousho.observe.metrics import Metrics
-    from lousho.observe.store import SpanStore
-    from lousho.observe.writer import Writer
+    from lousho.observe.store.span_store import SpanStore
+    from lousho.observe.store.writer import Writer
 
     store = SpanStore(tmp_path / "o.duckdb")
     writer = Writer(store, Metrics(), capacity_bytes=100)

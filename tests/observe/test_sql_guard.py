@@ -10,10 +10,10 @@ import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe import schema
-from lousho.observe import sql as sql_api
 from lousho.observe.errors import SqlFailed, SqlRefused
-from lousho.observe.store import SpanStore
+from lousho.observe.sql import query as sql_api
+from lousho.observe.store import schema
+from lousho.observe.store.span_store import SpanStore
 
 WRITING_CTES = [
     "WITH x AS (DELETE FROM spans RETURNING 1) SELECT count(*) FROM x",
@@ -138,7 +138,7 @@ def test_engine_fences_hold_when_the_parse_check_is_bypassed(tmp_path, monkeypat
 
 
 def test_the_file_client_goes_through_the_same_check(tmp_path):
-    from lousho.observe.client import FileClient
+    from lousho.observe.client.store_client import FileClient
 
     path = tmp_path / "o.duckdb"
     SpanStore(path).close()

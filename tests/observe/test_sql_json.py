@@ -7,7 +7,7 @@ import json
 import duckdb
 import pytest
 
-from lousho.observe.sql_json import _plain_json_column, row_keys, rows_json, table_rows
+from lousho.observe.sql.sql_json import _plain_json_column, row_keys, rows_json, table_rows
 
 PLAIN = """
 SELECT * FROM (VALUES

@@ -14,7 +14,7 @@ import pytest
 from daemon_support import get, post, sql
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 
 def _sql_reply(url: str, query: str):

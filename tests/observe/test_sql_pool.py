@@ -13,7 +13,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 SQL_TIMEOUT_S = 6.0
 # Runs until the daemon's --sql-timeout stops it: a cross join of a billion pairs per side.

@@ -113,7 +113,7 @@ def test_lousho_sql_prints_each_shape(shared_daemon, query, expected):
 
 @pytest.mark.system
 def test_the_python_client_gives_a_frame_for_every_shape(shared_daemon):
-    from lousho.observe.client import connect
+    from lousho.observe.client.store_client import connect
 
     store = connect(shared_daemon.url)
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from coded_errors import assert_coded, lousho, start_fails
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 
 @pytest.mark.system

@@ -10,10 +10,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from otlp_bodies import NS, chat_span, kv, new_ids, request
 from tests_support import run_root
 
-from lousho.observe import connect, schema
+from lousho.observe import connect
+from lousho.observe.decode.otlp_decode import decode_request
 from lousho.observe.errors import SchemaTooNew, StoreCorrupt, StoreMissing
-from lousho.observe.otlp_decode import decode_request
-from lousho.observe.store import SpanStore, open_read_only
+from lousho.observe.store import schema
+from lousho.observe.store.span_store import SpanStore, open_read_only
 
 
 def test_a_new_store_is_at_the_current_schema_version(tmp_path):

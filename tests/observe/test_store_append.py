@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from otlp_bodies import chat_span, kv, new_ids, request
 
-from lousho.observe import store as span_store
-from lousho.observe.otlp_decode import decode_request
-from lousho.observe.store import SpanStore
+from lousho.observe.decode.otlp_decode import decode_request
+from lousho.observe.store import span_store
+from lousho.observe.store.span_store import SpanStore
 
 
 def _request(spans: int):

@@ -10,7 +10,7 @@ from coded_errors import assert_coded, start_fails
 from daemon_support import post
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 
 PROTOBUF = "application/x-protobuf"
 # DuckDB 2.0.1's layout: three 4 KiB headers, then blocks, each starting with its 8-byte checksum.

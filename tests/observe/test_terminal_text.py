@@ -11,8 +11,8 @@ import sys
 import pytest
 from opentelemetry.trace import Status, StatusCode
 
+from lousho.kernel.text_safety import safe_text, visible
 from lousho.observe import instrument, record_score
-from lousho.text_safety import safe_text, visible
 
 RUN_ID = "hostile-run"
 CLOSE = "[/]"

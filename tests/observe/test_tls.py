@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from lousho.observe import tls_dates
-from lousho.observe.client import DaemonClient
+from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.client.store_client import DaemonClient
 from lousho.observe.errors import TlsExpired, TlsNotYetValid
-from lousho.observe.process import DaemonProcess, start_daemon
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from daemon_support import get, post
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from otlp_bodies import chat_span, new_ids, request
 
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
 
 TOKEN = "t0k-3n_from.a-file"
 QUERY = b'{"query": "SELECT 1 AS one"}'

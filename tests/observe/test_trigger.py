@@ -12,12 +12,12 @@ import pytest
 from agent_runs import emit_run
 from daemon_support import get, sql
 
-from lousho.cli_support import run
+from lousho.kernel.cli_support import run
 from lousho.observe import instrument
-from lousho.observe.cli import observe
+from lousho.observe.client.cli import observe
+from lousho.observe.client.process import DaemonProcess, start_daemon
 from lousho.observe.errors import BadAgentOption
-from lousho.observe.process import DaemonProcess, start_daemon
-from lousho.observe.trigger import judge, parse_agent
+from lousho.observe.trigger.cycle import judge, parse_agent
 
 INTERVAL = "0.1"
 

@@ -20,8 +20,8 @@ from daemon_support import get, sql
 import lousho
 from lousho.models.scripted import ScriptedModelServer
 from lousho.observe import instrument
-from lousho.observe.process import start_daemon
-from lousho.observe.trigger import AgentSpec, CycleModels, cycle_command, cycle_outcome
+from lousho.observe.client.process import start_daemon
+from lousho.observe.trigger.cycle import AgentSpec, CycleModels, cycle_command, cycle_outcome
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "improve"))
 from improve_support import HARNESS_ONLY_CHECK, SIGN_FIX, editor_script  # noqa: E402  (tests/improve's scripted editor)

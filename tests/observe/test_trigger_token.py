@@ -15,9 +15,9 @@ from agent_runs import emit_run
 
 import lousho.agent
 from lousho.observe import instrument
-from lousho.observe.client import DaemonClient
-from lousho.observe.process import start_daemon
-from lousho.observe.trigger import AgentSpec, TriggerConfig, cycle_command, cycle_environment
+from lousho.observe.client.process import start_daemon
+from lousho.observe.client.store_client import DaemonClient
+from lousho.observe.trigger.cycle import AgentSpec, TriggerConfig, cycle_command, cycle_environment
 
 TOKEN = "s3cret-trigger-token-1f2e"
 EXAMPLE = Path(lousho.agent.__file__).parent / "example"

@@ -13,8 +13,9 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from otlp_bodies import NS, chat_span, kv, new_ids, request, to_json
 
-from lousho.observe import instrument, otlp_decode, otlp_json_native
-from lousho.observe.store import arrow_batch
+from lousho.observe import instrument
+from lousho.observe.decode import otlp_decode, otlp_json_native
+from lousho.observe.store.span_store import arrow_batch
 
 PROTOBUF = "application/x-protobuf"
 PAST_INT64 = 2**64 - 1

@@ -23,8 +23,8 @@ from lousho.analysis.stats import pooled_z
 from lousho.improve import audit
 from lousho.improve.applied_edit import AppliedEdit
 from lousho.improve.state import Paths
-from lousho.observe.export import instrument, record_score
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.export import instrument, record_score
+from lousho.observe.client.process import DaemonProcess, start_daemon
 from lousho.page.agent import edit_that_matters
 from lousho.page.agentdir import read_audit
 from lousho.page.recover import BadRecoverStore, parse_store_url

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lousho.observe.process import DaemonProcess, start_daemon
+from lousho.observe.client.process import DaemonProcess, start_daemon
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

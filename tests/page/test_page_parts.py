@@ -17,7 +17,7 @@ from daemon_support import get
 import lousho.observe
 from lousho.analysis.monitor_path import MonitorPath
 from lousho.improve.applied_edit import AppliedEdit
-from lousho.observe.process import start_daemon
+from lousho.observe.client.process import start_daemon
 from lousho.page.agentdir import watched_edit as page_watched_edit
 from lousho.page.recover import parse_store_url
 from lousho.plot.edits import watched_edit as plot_watched_edit
@@ -102,8 +102,8 @@ def _imports(source: Path) -> list[tuple[str, bool]]:
 
 
 def test_observe_imports_nothing_from_the_page_and_loads_no_analysis_or_improve_module_at_import():
-    # __main__ is an entry point: it runs `lousho observe` from the command table, which adds the page.
-    sources = [path for path in OBSERVE.glob("*.py") if path.name != "__main__.py"]
+    # __main__ and entry are entry points: they run `lousho observe` with the page wired in.
+    sources = [path for path in OBSERVE.rglob("*.py") if path.name not in ("__main__.py", "entry.py")]
     page = {f"{path.name}: {name}" for path in sources for name, _ in _imports(path) if name.startswith("lousho.page")}
     parts = {f"{path.name}: {name}" for path in sources for name, top in _imports(path)
              if top and name.startswith(NOT_FROM_OBSERVE)}
@@ -112,7 +112,7 @@ def test_observe_imports_nothing_from_the_page_and_loads_no_analysis_or_improve_
 
 @pytest.mark.system
 def test_the_daemon_alone_loads_none_of_the_page_analysis_or_improve():
-    code = ("import sys, lousho.observe.daemon, lousho.observe.cli, lousho.observe.http_app;"
+    code = ("import sys, lousho.observe.daemon, lousho.observe.client.cli, lousho.observe.receive.http_app;"
             f"print(sorted(m for m in sys.modules if m.startswith({NOT_FROM_OBSERVE!r})))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.strip() == "[]"

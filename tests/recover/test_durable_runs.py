@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lousho.errors import LoushoError
+from lousho.kernel.errors import LoushoError
 from lousho.recover import durable
 from lousho.recover.errors import (
     LeaseLost,

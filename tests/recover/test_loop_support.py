@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from lousho.errors import LoushoError
+from lousho.kernel.errors import LoushoError
 from lousho.models.errors import ProviderError
 from lousho.recover import durable
 from lousho.recover.store import RunStore, StoredRun

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from lousho.errors import LoushoError
+from lousho.kernel.errors import LoushoError
 from lousho.recover.errors import (
     CheckpointCorrupt,
     CheckpointNotFound,

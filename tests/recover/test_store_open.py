@@ -10,7 +10,7 @@ import pytest
 from pg_support import free_port
 from recover_support import raw_sql, table_names
 
-from lousho.errors import UsageError
+from lousho.kernel.errors import UsageError
 from lousho.recover import schema
 from lousho.recover.errors import (
     SchemaTooNew,

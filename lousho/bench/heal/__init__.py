@@ -8,7 +8,7 @@ Names load on first use (PEP 562): the agent's tools import ``lousho.bench.heal.
 
 from __future__ import annotations
 
-from lousho._lazy import lazy_exports
+from lousho.kernel._lazy import lazy_exports
 
 _EXPORTS = {
     "ALL": "lousho.bench.heal.run",

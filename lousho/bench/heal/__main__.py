@@ -1,6 +1,6 @@
 """``python -m lousho.bench.heal``: the same command as ``lousho bench heal``."""
 
 from lousho.bench.heal.cli import heal
-from lousho.cli_support import run
+from lousho.kernel.cli_support import run
 
 run(heal, prog_name="lousho bench heal")

@@ -162,7 +162,7 @@ class Attempt:
     def provider(self) -> Any:
         """The attempt's exporter to the daemon (live traffic only; probe runs are not exported)."""
         if self._provider is None:
-            from lousho.observe.export import instrument
+            from lousho.observe.client.export import instrument
 
             self._provider = instrument(self.name, self.bench.daemon_url, batch=True)
         return self._provider

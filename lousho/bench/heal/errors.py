@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lousho.errors import LoushoError, UsageError
+from lousho.kernel.errors import LoushoError, UsageError
 
 
 class ForeignRuns(LoushoError):

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lousho._checked_json import loads_checked
 from lousho.bench.heal.errors import RowsInvalid
+from lousho.kernel._checked_json import loads_checked
 
 KINDS = ("attempt", "study", "layout")
 _REQUIRED = {"attempt": ("scenario", "passed", "counted", "audit_ok"),

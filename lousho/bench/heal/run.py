@@ -20,8 +20,8 @@ from lousho.bench.heal.bench import Bench, Live, Switch
 from lousho.bench.heal.catalog import ALL, LAYOUT, SCENARIOS, STUDY, Scenario
 from lousho.bench.heal.errors import ForeignRuns, LiveGuardTripped, UnknownScenario
 from lousho.bench.heal.rows import RowWriter
-from lousho.errors import LoushoError
 from lousho.improve import audit
+from lousho.kernel.errors import LoushoError
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ def parse_scenarios(value: str) -> tuple[str, ...]:
 def running(options: Options) -> Iterator[Bench]:
     """The daemon and the two scripted model servers, for the whole run."""
     from lousho.models.scripted import ScriptedModelServer
-    from lousho.observe.client import connect
-    from lousho.observe.process import start_daemon
+    from lousho.observe.client.process import start_daemon
+    from lousho.observe.client.store_client import connect
 
     options.work.mkdir(parents=True, exist_ok=True)
     db = options.db or options.work / "observe.duckdb"

@@ -24,8 +24,8 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from lousho.harness_hash import HarnessUnreadable, harness_revision
-from lousho.observe.export import record_score
+from lousho.kernel.harness_hash import HarnessUnreadable, harness_revision
+from lousho.observe.client.export import record_score
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def agent_run(
 
 
 def _revision(harness: str | Path) -> str | None:
-    # The improve loop's revision of the same directory (lousho.harness_hash is what both compute it with).
+    # The improve loop's revision of the same directory (lousho.kernel.harness_hash is what both compute it with).
     try:
         return harness_revision(harness)
     except HarnessUnreadable as e:

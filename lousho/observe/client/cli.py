@@ -13,28 +13,28 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from lousho.cli_support import table_console
-from lousho.errors import UsageError
-from lousho.observe.client import CsvAnswer, DaemonClient, SqlAnswer, StoreClient, connect
+from lousho.kernel.cli_support import table_console
+from lousho.kernel.errors import UsageError
+from lousho.observe.client.empty_runs import why_no_runs
+from lousho.observe.client.render import print_answer, print_frame, print_table
+from lousho.observe.client.store_client import CsvAnswer, DaemonClient, SqlAnswer, StoreClient, connect
 from lousho.observe.config import MIB, DaemonConfig
-from lousho.observe.empty_runs import why_no_runs
 from lousho.observe.errors import DaemonUnreachable, RunNotFound, SqlTruncated, TokenFileUnreadable
-from lousho.observe.render import print_answer, print_frame, print_table
-from lousho.observe.runs_view import newest_runs_query, runs_select
+from lousho.observe.runs.runs_view import newest_runs_query, runs_select
 
 if TYPE_CHECKING:
     import polars as pl
     from rich.tree import Tree
 
-    from lousho.observe.sql import QueryResult
+    from lousho.observe.sql.query import QueryResult
 
 # Commands that only talk to the daemon load click and urllib, and Polars to list runs: DuckDB and
 # pyarrow load for a store file, rich for a table, the daemon for `lousho observe`
 # (tests/observe/test_cli_start.py).
 
 if TYPE_CHECKING:
-    from lousho.observe.http_app import PageFactory
-    from lousho.observe.trigger import AgentSpec
+    from lousho.observe.receive.http_app import PageFactory
+    from lousho.observe.trigger.cycle import AgentSpec
 
 # Builds the web page from the daemon's settings, the registered agents and --recover-store (raw: the
 # page parses it with the recover part's parser).
@@ -48,7 +48,7 @@ def _accept(value: object) -> None:
 @dataclass(frozen=True)
 class Wiring:
     """What the daemon command needs from parts observe may not import (DESIGN §1); the entry point
-    (``lousho.cli_observe``) passes it in with :func:`wired`.
+    (``lousho.observe.entry``) passes it in with :func:`wired`.
 
     Each check runs before any port is bound or file created, and refuses with a usage error (exit 2).
     """
@@ -149,7 +149,7 @@ def observe(
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
-    from lousho.observe.trigger import CycleModels, TriggerConfig, parse_agents
+    from lousho.observe.trigger.cycle import CycleModels, TriggerConfig, parse_agents
 
     wiring = wiring or Wiring()
     # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
@@ -407,7 +407,7 @@ def runs_show(ctx: click.Context, run_id: str, as_json: bool, width: int | None)
 def _print_run(run: pl.DataFrame, spans: pl.DataFrame, scores: pl.DataFrame, width: int | None) -> None:
     from rich.console import Console
 
-    from lousho.observe.run_summary import print_run
+    from lousho.observe.runs.run_summary import print_run
 
     models = list(dict.fromkeys(m for m in spans["model"] if m))
     console = table_console() if width is None else Console(width=width, highlight=False, markup=False,
@@ -419,7 +419,7 @@ def _span_tree(spans: pl.DataFrame, scores: pl.DataFrame) -> Tree:
     """Every label is ``safe_text``: names, messages and check names are the agent's text."""
     from rich.tree import Tree
 
-    from lousho.text_safety import safe_text
+    from lousho.kernel.text_safety import safe_text
 
     root = Tree(safe_text("spans"))
     nodes: dict[str, Tree] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lousho.observe.client import StoreClient
+from lousho.observe.client.store_client import StoreClient
 
 DOCS = "docs/observe.md#what-makes-a-run"
 

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lousho._child import Child, NotReady, start_child
+from lousho.kernel._child import Child, NotReady, start_child
 from lousho.observe.errors import ObserveError
 
 _READY = re.compile(r"lousho observe ready http=(\S+)(?: grpc=(\S+))? db=")

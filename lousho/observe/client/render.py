@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lousho.observe.sql_csv import cell, csv_text
+from lousho.observe.sql.sql_csv import cell, csv_text
 
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-    from lousho.observe.client import SqlAnswer
+    from lousho.observe.client.store_client import SqlAnswer
 
 
 def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = None) -> None:
@@ -31,8 +31,8 @@ def print_frame(frame: pl.DataFrame, fmt: str = "table", title: str | None = Non
     else:
         from rich.table import Table
 
-        from lousho.cli_support import table_console
-        from lousho.text_safety import safe_text, visible
+        from lousho.kernel.cli_support import table_console
+        from lousho.kernel.text_safety import safe_text, visible
 
         console = table_console()
         table = Table(title=safe_text(title, "table.title") if title is not None else None, show_lines=False)
@@ -48,7 +48,7 @@ def print_table(table: pa.Table, fmt: str = "table") -> None:
     """Print any SQL result, whatever its column types or names, through its JSON form (``sql_json``):
     ``json`` an array of row objects (repeated names get ``_2``... keys), ``csv`` a header with the
     names as given and nested values as JSON text, ``table`` a rich table."""
-    from lousho.observe.sql_json import rows_json, table_rows
+    from lousho.observe.sql.sql_json import rows_json, table_rows
 
     columns = table.column_names
     if fmt == "json":
@@ -74,8 +74,8 @@ def print_answer(answer: SqlAnswer, fmt: str = "table") -> None:
 def _print_rows(columns: Sequence[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
 
-    from lousho.cli_support import table_console
-    from lousho.text_safety import safe_text, visible
+    from lousho.kernel.cli_support import table_console
+    from lousho.kernel.text_safety import safe_text, visible
 
     console = table_console()
     view = Table(show_lines=False)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from lousho.observe.cli import open_store, target_options
-from lousho.observe.render import print_frame
+from lousho.observe.client.cli import open_store, target_options
+from lousho.observe.client.render import print_frame
 
 _COLUMNS = ("session_id, agent, turns, run_ids, first_at, last_at, failed, pass_rate, input_tokens, "
             "output_tokens, cost_usd")

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-    from lousho.observe.sql import QueryResult
+    from lousho.observe.sql.query import QueryResult
 
 _ERRORS: dict[str, type[ObserveError]] = {
     SqlRefused.code: SqlRefused,
@@ -98,7 +98,7 @@ class DaemonClient:
     def fetch(self, query: str, params: list[Any] | None = None) -> QueryResult:
         import pyarrow as pa
 
-        from lousho.observe.sql import QueryResult
+        from lousho.observe.sql.query import QueryResult
 
         payload, headers = self._post(query, params, sql_api_arrow_type())
         return QueryResult(table=pa.ipc.open_stream(payload).read_all(), truncated=_truncated(headers))
@@ -172,7 +172,7 @@ class SqlAnswer:
 
 class FileClient:
     def __init__(self, path: Path) -> None:
-        from lousho.observe.store import lock_configuration, open_read_only
+        from lousho.observe.store.span_store import lock_configuration, open_read_only
 
         self.target = str(path)
         self._con: duckdb.DuckDBPyConnection = open_read_only(path)
@@ -189,7 +189,7 @@ class FileClient:
         return self.sql(query, params)
 
     def fetch(self, query: str, params: list[Any] | None = None) -> QueryResult:
-        from lousho.observe.sql import run_query
+        from lousho.observe.sql.query import run_query
 
         return run_query(self._con, query, params, max_rows=2**62)
 
@@ -223,7 +223,7 @@ def _frame(table: pa.Table) -> pl.DataFrame:
     Polars panics on those rather than raising) becomes the text of its JSON form (``sql_json``)."""
     import polars as pl
 
-    from lousho.observe.sql_json import row_keys
+    from lousho.observe.sql.sql_json import row_keys
 
     table = table.rename_columns(row_keys(table.column_names))
     if all(_polars_takes(t) for t in table.schema.types):
@@ -252,7 +252,7 @@ def _polars_takes(t: pa.DataType) -> bool:
 def _series(name: str, column: pa.ChunkedArray) -> pl.Series:
     import polars as pl
 
-    from lousho.observe.sql_json import column_values
+    from lousho.observe.sql.sql_json import column_values
 
     if _polars_takes(column.type):
         series = pl.from_arrow(column)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from lousho.observe.export import record_score
+from lousho.observe.client.export import record_score
 
 TOOLS = ("read_file", "run_tests", "edit_file", "search")
 

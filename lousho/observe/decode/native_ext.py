@@ -8,8 +8,8 @@ from types import ModuleType
 
 
 def load(name: str) -> ModuleType | None:
-    """The built extension ``lousho.observe.<name>``, or None when it was not built."""
+    """The built extension ``lousho.observe.decode.<name>``, or None when it was not built."""
     try:
-        return importlib.import_module(f"lousho.observe.{name}")
+        return importlib.import_module(f"lousho.observe.decode.{name}")
     except ImportError:
         return None

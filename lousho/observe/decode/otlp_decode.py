@@ -26,9 +26,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from lousho._checked_json import NestedTooDeep, invalid_text, loads_bounded, may_hold_invalid_text
-from lousho.observe import conventions, normalise
-from lousho.observe.schema import PROMOTED_TEXT
+from lousho.kernel._checked_json import NestedTooDeep, invalid_text, loads_bounded, may_hold_invalid_text
+from lousho.observe.runs import conventions, normalise
+from lousho.observe.store.schema import PROMOTED_TEXT
 
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 

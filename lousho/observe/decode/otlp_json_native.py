@@ -24,8 +24,8 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from lousho.observe import native_ext, otlp_decode, otlp_native
-from lousho.observe.otlp_decode import Decoded
+from lousho.observe.decode import native_ext, otlp_decode, otlp_native
+from lousho.observe.decode.otlp_decode import Decoded
 
 _otlp_json = native_ext.load("_otlp_json")
 

@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lousho.observe import conventions, native_ext, normalise, otlp_decode
-from lousho.observe.otlp_decode import (
+from lousho.observe.decode import native_ext, otlp_decode
+from lousho.observe.decode.otlp_decode import (
     _FAIL_LABELS,
     _KINDS,
     _PASS_LABELS,
@@ -39,7 +39,8 @@ from lousho.observe.otlp_decode import (
     Decoded,
     add_conventions,
 )
-from lousho.observe.schema import PROMOTED_TEXT
+from lousho.observe.runs import conventions, normalise
+from lousho.observe.store.schema import PROMOTED_TEXT
 
 _otlp_native = native_ext.load("_otlp_native")
 

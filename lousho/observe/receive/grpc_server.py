@@ -15,14 +15,14 @@ from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from lousho.observe import otlp_native
 from lousho.observe.config import DaemonConfig
+from lousho.observe.decode import otlp_native
+from lousho.observe.decode.otlp_decode import BadPayload
 from lousho.observe.errors import StoreDiskFull, bind_error
-from lousho.observe.http_layers import bearer_matches
 from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_decode import BadPayload
-from lousho.observe.store import decode_for_store
-from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
+from lousho.observe.receive.http_layers import bearer_matches
+from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 

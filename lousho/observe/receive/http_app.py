@@ -19,26 +19,26 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lousho._checked_json import NestedTooDeep, invalid_text, loads_bounded
-from lousho.observe import otlp_json_native, otlp_native
-from lousho.observe import sql as sql_api
+from lousho.kernel._checked_json import NestedTooDeep, invalid_text, loads_bounded
 from lousho.observe.config import DaemonConfig
+from lousho.observe.decode import otlp_json_native, otlp_native
+from lousho.observe.decode.otlp_decode import BadPayload, Decoded
 from lousho.observe.errors import ObserveError, SqlBusy, SqlTooLarge, StoreCorrupt, StoreDiskFull
-from lousho.observe.http_guard import HostGuard
-from lousho.observe.http_layers import (
+from lousho.observe.metrics import Metrics
+from lousho.observe.receive.http_guard import HostGuard
+from lousho.observe.receive.http_layers import (
     GRPC_INTERNAL,
     GRPC_UNAVAILABLE,
     BearerToken,
     BodyLimit,
     error_response_parts,
 )
-from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_decode import BadPayload, Decoded
-from lousho.observe.sql_csv import csv_text
-from lousho.observe.sql_json import row_keys, rows_json
-from lousho.observe.sql_pool import SqlPool, Ticket
-from lousho.observe.store import decode_for_store
-from lousho.observe.writer import QueueFull, ShuttingDown, Writer, is_transient
+from lousho.observe.sql import query as sql_api
+from lousho.observe.sql.sql_csv import csv_text
+from lousho.observe.sql.sql_json import row_keys, rows_json
+from lousho.observe.sql.sql_pool import SqlPool, Ticket
+from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
 ARROW_STREAM = "application/vnd.apache.arrow.stream"

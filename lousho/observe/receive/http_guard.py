@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lousho.observe.config import is_loopback
-from lousho.observe.http_layers import header, send_error
+from lousho.observe.receive.http_layers import header, send_error
 
 
 class HostGuard:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lousho.observe import cost
+from lousho.observe.runs import cost
 
 # Columns this module adds to a span row (schema migration 2), in table order.
 TEXT_COLUMNS = ("call_id", "cost_source", "skill_name", "input_text", "output_text")

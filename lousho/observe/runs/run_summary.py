@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.table import Table
 
-from lousho.text_safety import safe_text, visible
+from lousho.kernel.text_safety import safe_text, visible
 
 # The input and output are excerpted: the whole text is in `--json` and on the page.
 EXCERPT_CHARS = 240

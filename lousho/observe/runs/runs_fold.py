@@ -24,7 +24,7 @@ import time
 
 import duckdb
 
-from lousho.observe import runs_table
+from lousho.observe.runs import runs_table
 
 logger = logging.getLogger(__name__)
 

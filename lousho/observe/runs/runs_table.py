@@ -1,7 +1,7 @@
 """The kept runs: tables folded from the spans off the ack path, and the views that answer ``runs`` and
 ``sessions`` from them merged with the spans not folded yet.
 
-Every commit stamps its spans and scores with ``commit_seq`` (store.py), one number per commit, rising.
+Every commit stamps its spans and scores with ``commit_seq`` (store/span_store.py), one number per commit, rising.
 The fold (``fold``, run by runs_fold.py) takes the committed rows with ``commit_seq`` above the
 watermark (``runs_fold.watermark``), merges their partial aggregates (runs_parts.py) into
 ``run_trace_parts`` and ``run_attempt_parts``, recomputes the runs and sessions those traces touch in
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import duckdb
 
-from lousho.observe import runs_parts as p
-from lousho.observe.runs_view import RUN_AGGREGATE
-from lousho.observe.sessions_view import sessions_select
+from lousho.observe.runs import runs_parts as p
+from lousho.observe.runs.runs_view import RUN_AGGREGATE
+from lousho.observe.runs.sessions_view import sessions_select
 
 _TRACE_COLUMNS = p.names(p.TRACE_KEYS, p.TRACE_PARTS)
 _ATTEMPT_COLUMNS = p.names(p.ATTEMPT_KEYS, p.ATTEMPT_PARTS)

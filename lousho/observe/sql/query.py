@@ -38,7 +38,7 @@ except ImportError:  # another DuckDB: the public path, which holds the GIL whil
     _seam = None
 
 from lousho.observe.errors import SqlFailed, SqlOutOfMemory, SqlRefused, SqlTooLarge
-from lousho.observe.sql_guard import check_read_only, first_line
+from lousho.observe.sql.sql_guard import check_read_only, first_line
 
 __all__ = ["QueryResult", "check_read_only", "run_query"]
 

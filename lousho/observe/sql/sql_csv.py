@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def csv_text(table: pa.Table) -> str:
-    from lousho.observe.sql_json import plain_frame, table_rows
+    from lousho.observe.sql.sql_json import plain_frame, table_rows
 
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerow(table.column_names)

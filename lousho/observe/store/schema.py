@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import duckdb
 
-from lousho.observe import runs_table
 from lousho.observe.errors import SchemaTooNew
-from lousho.observe.runs_view import runs_select
-from lousho.observe.sessions_view import SESSIONS_SELECT
+from lousho.observe.runs import runs_table
+from lousho.observe.runs.runs_view import runs_select
+from lousho.observe.runs.sessions_view import SESSIONS_SELECT
 
 # Columns promoted at ingest, in table order after the identity columns (normalise.ALIASES names).
 PROMOTED_TEXT = (

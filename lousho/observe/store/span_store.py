@@ -20,11 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lousho.observe import otlp_native, runs_table, schema, store_compaction, store_damage
+from lousho.observe.decode import otlp_native
+from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 from lousho.observe.errors import ObserveError, StoreCorrupt, StoreDiskFull, StoreMissing, StoreUnwritable
-from lousho.observe.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
-from lousho.observe.recent_keys import DEFAULT_CAPACITY, RecentKeys, first_occurrences
-from lousho.observe.runs_fold import RunsFold
+from lousho.observe.runs import runs_table
+from lousho.observe.runs.runs_fold import RunsFold
+from lousho.observe.store import schema, store_compaction, store_damage
+from lousho.observe.store.recent_keys import DEFAULT_CAPACITY, RecentKeys, first_occurrences
 
 logger = logging.getLogger(__name__)
 

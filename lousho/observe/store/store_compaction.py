@@ -13,7 +13,7 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
-from lousho.observe.recent_keys import RecentKeys
+from lousho.observe.store.recent_keys import RecentKeys
 
 _LOW_64 = (1 << 64) - 1
 _NEWEST_KEYS = f"""

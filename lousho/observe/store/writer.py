@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import duckdb
 
+from lousho.observe.decode.otlp_decode import Decoded
 from lousho.observe.metrics import Metrics
-from lousho.observe.otlp_decode import Decoded
-from lousho.observe.store import AppendResult, ArrowBatch, SpanStore, arrow_batch
-from lousho.observe.store_damage import is_corruption, is_disk_full
+from lousho.observe.store.span_store import AppendResult, ArrowBatch, SpanStore, arrow_batch
+from lousho.observe.store.store_damage import is_corruption, is_disk_full
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ An agent is registered with ``--agent NAME=DIR:CHECK_MODULE``. Every ``interval_
 the agent's non-probe runs through the SQL API's read path (a cursor of the daemon's database and
 ``sql.run_query``; the writer thread stays the only writer), takes the *live revision* (the newest
 ``harness_revision`` those runs used) and judges its scored runs with the seeds' monitor rule,
-computed here because observe imports nothing of ours but ``lousho.errors``.
+computed here because observe imports nothing of ours but ``lousho.kernel.errors``.
 
 On a regression it runs ``python -m lousho improve DIR --check CHECK_MODULE --apply --json`` as a child
 process, with the models the daemon was given (``--model-url`` ... ``--editor-model``): once per (agent,
@@ -41,9 +41,9 @@ from typing import Any
 
 import duckdb
 
-from lousho import monitor_rule
-from lousho.observe import sql as sql_api
+from lousho.kernel import monitor_rule
 from lousho.observe.errors import BadAgentOption
+from lousho.observe.sql import query as sql_api
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def parse_agent(value: str) -> AgentSpec:
     """``NAME=DIR:CHECK_MODULE`` -> an AgentSpec; the directory and the check file must exist.
 
     Only the syntax and the paths: what they hold is checked by the improve part, through the hook the
-    entry point gives the daemon command (``lousho.cli_observe.check_agent``)."""
+    entry point gives the daemon command (``lousho.observe.entry.check_agent``)."""
     name, eq, rest = value.partition("=")
     if not eq or not name.strip():
         raise BadAgentOption(f"--agent {value!r}: expected NAME=DIR:CHECK_MODULE (no NAME= part)")

@@ -67,7 +67,7 @@ static PyBufferProcs buffer_procs = {buffer_get, NULL};
 
 PyTypeObject lsh_BufferType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "lousho.observe._otlp_native.Buffer",
+    .tp_name = "lousho.observe.decode._otlp_native.Buffer",
     .tp_basicsize = sizeof(Buffer),
     .tp_dealloc = buffer_dealloc,
     .tp_as_buffer = &buffer_procs,

@@ -3,7 +3,7 @@
  * string column's int32 offsets) and UTF-8 data, in buffers this module owns until Python wraps them with
  * pa.Array.from_buffers (otlp_native.py). No Python object is kept per cell.
  *
- * The reference is lousho/observe/otlp_decode.py (decode_protobuf): this module must give the same
+ * The reference is lousho/observe/decode/otlp_decode.py (decode_protobuf): this module must give the same
  * columns for every body, and refuse the same bodies. Parsing follows the protobuf (upb) rules the
  * reference parser applies: a non-repeated message field seen twice is merged (each occurrence parsed on its
  * own, into the same value, as it comes: never copied, so a truncated occurrence is refused even when the

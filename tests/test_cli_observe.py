@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lousho.cli import COMMANDS
-from lousho.observe.client.cli import observe as bare_observe
+from lousho.observe.daemon_cli import observe as bare_observe
 from lousho.observe.entry import observe as wired_observe
 
 ENTRY_POINTS = {"lousho observe": ["-m", "lousho", "observe"], "python -m lousho.observe": ["-m", "lousho.observe"]}

@@ -9,7 +9,7 @@ wiring lives here; ``lousho.cli``'s table of commands, which ``python -m lousho.
 from __future__ import annotations
 
 from lousho.kernel.errors import LoushoError
-from lousho.observe.client.cli import Wiring, wired
+from lousho.observe.daemon_cli import Wiring, wired
 from lousho.observe.errors import AgentCheckInvalid, AgentDirInvalid
 from lousho.observe.trigger.cycle import AgentSpec
 from lousho.page.cli import make_page

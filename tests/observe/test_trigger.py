@@ -14,10 +14,11 @@ from daemon_support import get, sql
 
 from lousho.kernel.cli_support import run
 from lousho.observe import instrument
-from lousho.observe.client.cli import observe
 from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.daemon_cli import observe
 from lousho.observe.errors import BadAgentOption
-from lousho.observe.trigger.cycle import judge, parse_agent
+from lousho.observe.trigger.cycle import parse_agent
+from lousho.observe.trigger.detector import judge
 
 INTERVAL = "0.1"
 

@@ -41,16 +41,12 @@ from typing import Any
 
 import duckdb
 
-from lousho.kernel import monitor_rule
 from lousho.observe.errors import BadAgentOption
 from lousho.observe.sql import query as sql_api
+from lousho.observe.trigger.detector import MIN_DROP, WINDOW, Z_MIN, Window, judge
 
 logger = logging.getLogger(__name__)
 
-# The seeds' monitor numbers (seed §4.3): the first look's 20 runs per side, a drop over 0.05 at z >= 2.1.
-WINDOW = monitor_rule.LOOKS[0]
-MIN_DROP = monitor_rule.MIN_DROP
-Z_MIN = monitor_rule.Z
 # A cycle still running when the daemon stops gets this long to exit after SIGTERM before SIGKILL.
 _CYCLE_STOP_S = 10.0
 # Retries of a cycle that failed before its step: the wait doubles up to this (the recover loop's cap).
@@ -158,38 +154,6 @@ class CycleModels:
     def urls(self) -> list[str]:
         """The model URLs given, each checked at start by the models part (a malformed one fails every cycle)."""
         return [url for url in (self.model_url, self.editor_model_url) if url]
-
-
-@dataclass(frozen=True)
-class Window:
-    """The rule's view of the last ``2 * size`` scored runs: passes before and in the recent window."""
-
-    size: int
-    before_passes: int
-    recent_passes: int
-    z: float | None
-    regressed: bool
-
-    def describe(self) -> str:
-        z = "undefined" if self.z is None else f"{self.z:.2f}"
-        return (f"pass rate {self.before_passes}/{self.size} -> {self.recent_passes}/{self.size} "
-                f"over the last {2 * self.size} scored runs (z={z})")
-
-
-def judge(outcomes: Sequence[bool], *, window: int = WINDOW, min_drop: float = MIN_DROP,
-          z_min: float = Z_MIN) -> Window | None:
-    """The seeds' monitor rule on outcomes oldest first: the newest ``window`` against the ``window``
-    before them. None below ``2 * window`` outcomes. A regression is a pass-rate drop over
-    ``min_drop`` with the pooled two-proportion z at least ``z_min``; an undefined z (both windows
-    all pass or all fail) is no evidence of a drop."""
-    if len(outcomes) < 2 * window:
-        return None
-    before = sum(bool(o) for o in outcomes[-2 * window:-window])
-    recent = sum(bool(o) for o in outcomes[-window:])
-    # Both windows all pass or all fail: z is undefined (the rule reads it as 0, no evidence of a drop).
-    z = None if before + recent in (0, 2 * window) else monitor_rule.pooled_z(before, window, recent, window)
-    return Window(window, before, recent, z, monitor_rule.rolls_back(before, recent, window, z=z_min,
-                                                                     min_drop=min_drop))
 
 
 def cycle_command(agent: AgentSpec, observe_url: str | None = None, models: CycleModels | None = None) -> list[str]:

@@ -14,7 +14,7 @@ from lousho.improve.proposals import load as load_proposal
 from lousho.improve.watch_lease import new_owner
 from lousho.improve.watcher import tick
 from lousho.observe.client.store_client import connect
-from lousho.observe.trigger.cycle import Window, judge
+from lousho.observe.trigger.detector import Window, judge
 
 MONITOR_RUNS = 60  # per side: the monitor keeps an edit at its last look (seed §4.3)
 DETECT_RUNS = 40  # the daemon trigger's two windows of 20 (seed §4.3's monitor rule)
@@ -88,7 +88,7 @@ def healthy(a: Attempt) -> Result:
 
 
 def detect(a: Attempt) -> Window | None:
-    """The daemon trigger's rule (``lousho.observe.trigger.cycle.judge``) on the live revision's scored runs."""
+    """The daemon trigger's rule (``lousho.observe.trigger.detector.judge``) on the live revision's scored runs."""
     frame = runs(connect(a.bench.daemon_url), agent=a.name, revision="live")
     outcomes = [bool(p) for p in frame["passed"].to_list() if p is not None]
     return judge(outcomes)

@@ -1,0 +1,184 @@
+"""``lousho observe``: the daemon command, apart from the client side's commands (``client/cli.py``),
+which must not load the daemon. The entry point (``lousho.observe.entry``) wires in what observe may not import."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from lousho.observe.client.cli import DEFAULT_DB, _token
+from lousho.observe.config import MIB, DaemonConfig
+
+if TYPE_CHECKING:
+    from lousho.observe.receive.http_app import PageFactory
+    from lousho.observe.trigger.cycle import AgentSpec
+
+
+# Builds the web page from the daemon's settings, the registered agents and --recover-store (raw: the
+# page parses it with the recover part's parser).
+PageMaker = Callable[[DaemonConfig, "tuple[AgentSpec, ...]", "str | None"], "PageFactory"]
+
+
+def _accept(value: object) -> None:
+    """No check: the command as observe alone can run it."""
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the daemon command needs from parts observe may not import (DESIGN §1); the entry point
+    (``lousho.observe.entry``) passes it in with :func:`wired`.
+
+    Each check runs before any port is bound or file created, and refuses with a usage error (exit 2).
+    """
+
+    # The page at /; None: no page.
+    make_page: PageMaker | None = None
+    # Refuses an --agent whose DIR or CHECK_MODULE every cycle would fail on (the improve part's rules).
+    check_agent: Callable[[AgentSpec], None] = _accept
+    # Refuses a malformed --model-url or --editor-model-url (the models part's rules).
+    check_model_url: Callable[[str], None] = _accept
+
+
+@click.command()
+@click.option("--db", type=click.Path(path_type=Path), default=DEFAULT_DB, show_default=True,
+              help="DuckDB file the daemon owns (created if missing).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback needs --token.")
+@click.option("--port", type=int, default=4318, show_default=True, help="OTLP/HTTP and SQL port.")
+@click.option("--grpc-port", type=int, default=4317, show_default=True,
+              help="OTLP/gRPC port; -1 to disable.")
+@click.option("--token", envvar="LOUSHO_TOKEN", default=None,
+              help="Bearer token every endpoint but /healthz requires [env LOUSHO_TOKEN]; prefer "
+                   "--token-file or the variable: a flag shows in the process list.")
+@click.option("--token-file", type=click.Path(path_type=Path), default=None,
+              help="Read the bearer token from this file (one line) at start.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Beyond loopback: a Host name clients use to reach the daemon (any port); requests "
+                   "under other names get 403. Repeatable; none: any name.")
+@click.option("--tls-cert", type=click.Path(path_type=Path), default=None,
+              help="PEM certificate: serve HTTPS and gRPC over TLS (with --tls-key).")
+@click.option("--tls-key", type=click.Path(path_type=Path), default=None,
+              help="PEM private key of --tls-cert.")
+@click.option("--header-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds a client has to send a request's headers before it is disconnected.")
+@click.option("--body-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds a client has to send a request's body (408 after).")
+@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=15.0, show_default=True,
+              help="On SIGTERM, seconds requests in flight get to finish before they are cancelled.")
+@click.option("--max-body-mib", type=int, default=64, show_default=True,
+              help="Request body limit, after decompression (413 above it).")
+@click.option("--queue-mib", type=float, default=256, show_default=True,
+              help="Admission queue: bytes waiting for the writer before 503 + Retry-After.")
+@click.option("--sql-timeout", type=float, default=30.0, show_default=True,
+              help="Seconds before a SQL query is stopped.")
+@click.option("--sql-workers", type=click.IntRange(min=1), default=4, show_default=True,
+              help="SQL queries run at once (as many more wait; beyond that 503 + Retry-After).")
+@click.option("--sql-max-query-kib", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Longest SQL query text accepted, in KiB (413 above it, before anything parses it).")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="DuckDB's memory limit for the store, e.g. 2GiB or 512MiB (a query past it gets "
+                   "LOUSHO_SQL_OUT_OF_MEMORY) [default: 25% of RAM, at most 4GiB].")
+@click.option("--sql-query-memory", default=None, metavar="SIZE",
+              help="Memory one SQL answer may hold, e.g. 256MiB [default: the memory limit / (2 x --sql-workers)].")
+@click.option("--send-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds a client may read nothing of an answer before it is cut off.")
+@click.option("--commit-delay", type=float, default=0.0, hidden=True,
+              help="Fault point: pause before each commit (backpressure tests and demos).")
+@click.option("--dedup-window", type=click.IntRange(min=1), default=2 * 1024 * 1024, hidden=True,
+              help="Span keys held in memory to drop re-sent spans; older re-sends are removed by compaction.")
+@click.option("--agent", "agents", multiple=True, metavar="NAME=DIR:CHECK_MODULE",
+              help="Register an agent for the self-healing loop: a score regression on its live revision "
+                   "starts one `lousho improve DIR --check CHECK_MODULE --apply` (in the loop's mode, auto "
+                   "by default). DIR is its harness directory; CHECK_MODULE defines check() and, for an "
+                   "agent lousho did not build, probe(). Both are checked at start. Repeatable.")
+@click.option("--model-url", envvar="LOUSHO_MODEL_URL", default=None,
+              help="The agent's model for the cycles' probes when CHECK_MODULE has no probe(): an "
+                   "OpenAI-compatible base URL [env LOUSHO_MODEL_URL].")
+@click.option("--model", "model_name", envvar="LOUSHO_MODEL", default=None,
+              help="The agent's model name [env LOUSHO_MODEL].")
+@click.option("--editor-model-url", envvar="LOUSHO_EDITOR_MODEL_URL", default=None,
+              help="The editors' endpoint in the cycles (default: --model-url) [env LOUSHO_EDITOR_MODEL_URL].")
+@click.option("--editor-model", envvar="LOUSHO_EDITOR_MODEL", default=None,
+              help="The editors' model in the cycles (default: --model) [env LOUSHO_EDITOR_MODEL].")
+@click.option("--cycle-retry", type=click.FloatRange(min=0.01), default=30.0, show_default=True,
+              help="Seconds before a cycle that failed before its step (bad directory, model down) is "
+                   "retried for the same regression; doubles each time, up to 15 minutes.")
+@click.option("--recover-store", default=None, metavar="sqlite:///PATH",
+              help="The recover part's run store; the page at / shows its pending and quarantined runs "
+                   "and the outage state (read-only).")
+@click.option("--trigger-interval", type=click.FloatRange(min=0.01), default=5.0, hidden=True,
+              help="Seconds between the regression trigger's looks at each registered agent.")
+@click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
+              help="`off` stops the regression trigger from starting cycles [env LOUSHO_IMPROVE].")
+def observe(
+    db: Path, host: str, port: int, grpc_port: int, token: str | None, token_file: Path | None,
+    allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
+    header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
+    queue_mib: float, sql_timeout: float, sql_workers: int, sql_max_query_kib: int, memory_limit: str | None,
+    sql_query_memory: str | None, send_timeout: float, commit_delay: float, dedup_window: int,
+    agents: tuple[str, ...],
+    recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
+    model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
+    wiring: Wiring | None = None,
+) -> None:
+    """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
+    from lousho.observe.daemon import serve
+    from lousho.observe.trigger.cycle import CycleModels, TriggerConfig, parse_agents
+
+    wiring = wiring or Wiring()
+    # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
+    specs = parse_agents(agents)
+    for spec in specs:
+        wiring.check_agent(spec)
+    models = CycleModels(model_url, model_name, editor_model_url, editor_model)
+    for url in models.urls():
+        wiring.check_model_url(url)
+    trigger = TriggerConfig(agents=specs, interval_s=trigger_interval,
+                            improve_off=improve_switch.strip().lower() == "off", models=models,
+                            retry_base_s=cycle_retry)
+    config = DaemonConfig(
+        db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
+        token=_token(token, token_file), allowed_hosts=allowed_hosts,
+        tls_cert=tls_cert, tls_key=tls_key, header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
+        max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
+        sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
+        dedup_window=dedup_window, sql_max_query_bytes=sql_max_query_kib * 1024,
+        memory_limit_bytes=_size("--memory-limit", memory_limit),
+        sql_query_memory_bytes=_size("--sql-query-memory", sql_query_memory), send_timeout_s=send_timeout,
+    )
+    # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
+    page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None
+    serve(config, announce=lambda line: click.echo(line), trigger=trigger, page=page)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2,
+          "gib": 1024**3}
+
+
+def _size(flag: str, text: str | None) -> int | None:
+    """``2GiB``, ``512MiB``, ``1.5GB`` or a byte count, as bytes; None for None."""
+    if text is None:
+        return None
+    number = text.strip().rstrip("bBiIkKmMgG")
+    unit = text.strip()[len(number):].lower()
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise click.BadParameter(f"{text!r} is not a size (e.g. 512MiB, 2GiB)", param_hint=flag) from None
+    if value < 16 * MIB:
+        raise click.BadParameter(f"{text!r} is below 16MiB", param_hint=flag)
+    return int(value)
+
+
+def wired(wiring: Wiring) -> click.Command:
+    """``lousho observe`` given ``wiring``; the command itself, options and help, is unchanged."""
+    command = copy.copy(observe)
+    command.callback = functools.partial(observe.callback, wiring=wiring)  # type: ignore[arg-type]
+    return command

@@ -134,3 +134,45 @@ def test_a_query_that_reads_no_resource_does_not_join_the_resources(tmp_path):
         assert "JOIN" not in plan.upper() and "resources" not in plan
     finally:
         store.close()
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("where", ["service", "scope"])
+def test_a_1_mib_service_or_scope_name_on_2100_spans_is_cut_in_the_rows_and_costs_little_memory(tmp_path, where):
+    """service_name and scope_name are copied into every span's row: past 256 characters they are cut there (the
+    resource keeps the whole service.name), so a huge name on many spans cannot take gigabytes."""
+    def huge(spans: int):
+        trace_id, _ = new_ids()
+        req = request([chat_span(trace_id, new_ids()[1]) for _ in range(spans)],
+                      service=BIG if where == "service" else "svc")
+        if where == "scope":
+            req.resource_spans[0].scope_spans[0].scope.name = BIG
+        return req
+
+    daemon = start_daemon(tmp_path / "o.duckdb")
+    try:
+        assert post(daemon.url, "/v1/traces", huge(10).SerializeToString(), "application/x-protobuf").status == 200
+        before = _vm_hwm_bytes(daemon.pid)
+        reply = post(daemon.url, "/v1/traces", huge(SPANS).SerializeToString(), "application/x-protobuf")
+        grew = _vm_hwm_bytes(daemon.pid) - before
+        assert reply.status == 200, reply.body[:500]
+        assert grew < 64 << 20, f"peak memory grew by {grew / 2**20:.0f} MiB"
+        column = "service_name" if where == "service" else "scope_name"
+        rows = sql(daemon.url, f"SELECT count(*) AS n, max(length({column})) AS longest, "
+                               "max(length(resource)) AS resource FROM spans")
+        assert rows[0]["n"] == SPANS + 10 and rows[0]["longest"] == otlp_decode.MAX_SHARED_NAME
+        if where == "service":
+            assert rows[0]["resource"] > len(BIG)  # the whole name, once, in the resource
+    finally:
+        assert daemon.stop() == 0, "\n".join(daemon.output[-30:])
+
+
+def test_both_decoders_cut_a_long_service_or_scope_name_alike():
+    name = "é" * 300 + "x"
+    req = request([chat_span(*new_ids())], service=name)
+    req.resource_spans[0].scope_spans[0].scope.name = name
+    body = req.SerializeToString()
+    reference = arrow_batch(otlp_decode.decode_protobuf(body)).spans.to_pydict()
+    native = arrow_batch(otlp_native.decode_protobuf(body)).spans.to_pydict()
+    assert reference == native
+    assert reference["service_name"] == reference["scope_name"] == [name[:otlp_decode.MAX_SHARED_NAME]]

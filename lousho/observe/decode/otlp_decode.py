@@ -194,6 +194,11 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
     return out
 
 
+# service_name and scope_name are copied into every span's row: a longer one is cut there (the resource keeps
+# the whole service.name once), so one request of a huge name on many spans costs the rows little.
+MAX_SHARED_NAME = 256
+
+
 class _Context:
     """What the spans of one scope share: resource and scope, converted once."""
 
@@ -203,8 +208,8 @@ class _Context:
         attrs = _attributes(resource.attributes)
         self.resource_key = out.add_resource(_dumps(attrs))
         service = attrs.get("service.name")
-        self.service_name = service if isinstance(service, str) else None
-        self.scope_name = scope.name or None
+        self.service_name = service[:MAX_SHARED_NAME] if isinstance(service, str) else None
+        self.scope_name = scope.name[:MAX_SHARED_NAME] or None
 
 
 def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:

@@ -6,6 +6,16 @@ unsigned long long lsh_spans_native, lsh_spans_python, lsh_spans_native_priced;
 
 /* ---------- resource, scope ---------- */
 
+/* A service or scope name is copied into every span's row: cut past MAX_SHARED_NAME code points, as
+ * otlp_decode.MAX_SHARED_NAME (the resource keeps the whole service.name once). */
+static int cut_shared_name(PyObject **name) {
+    if (*name == NULL || !PyUnicode_Check(*name) || PyUnicode_GET_LENGTH(*name) <= MAX_SHARED_NAME) return 0;
+    PyObject *cut = PyUnicode_Substring(*name, 0, MAX_SHARED_NAME);
+    if (cut == NULL) return -1;
+    Py_SETREF(*name, cut);
+    return 0;
+}
+
 static int validate_entity_ref(Decoder *d, Slice s, int depth) {
     if (depth > MAX_DEPTH) return fail(d, "nested too deep");
     Rd r = {s.p, s.p + s.n};
@@ -52,6 +62,7 @@ static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int de
                 service = NULL;
                 if (lsh_value_out(d, v, NULL, &service) < 0) goto done;
                 Py_XSETREF(k->service, service);
+                if (cut_shared_name(&k->service) < 0) goto done;
             }
             break;
         }
@@ -87,7 +98,7 @@ static int read_scope(Decoder *d, Sink *k, Acc *scope, Entries *scratch, int dep
     if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0 || lsh_entries_out(d, scratch, NULL, NULL) < 0) goto done;
     Py_XSETREF(k->scope, name.n ? PyUnicode_DecodeUTF8((const char *)name.p, (Py_ssize_t)name.n, NULL)
                                 : Py_NewRef(Py_None));
-    rc = k->scope == NULL ? -1 : 0;
+    rc = k->scope == NULL || cut_shared_name(&k->scope) < 0 ? -1 : 0;
 done:
     slices_free(&kvs);
     return rc;

@@ -46,6 +46,7 @@
 #endif
 
 #define MAX_DEPTH 100
+#define MAX_SHARED_NAME 256 /* otlp_decode.MAX_SHARED_NAME */
 
 /* ---------- the wire: slices of the body, merged fields, growable arrays, the reader ---------- */
 

@@ -204,9 +204,34 @@ int lsh_dedupe(Entries *a) {
 static int kvlist_out(Decoder *d, const Acc *msg, Buf *b, PyObject **py);
 int lsh_value_out(Decoder *d, Value *v, Buf *b, PyObject **py);
 
+/* Where next_element is in the occurrences of an ArrayValue or KeyValueList. Zeroed to start. */
+typedef struct {
+    AccIter it;
+    Rd r;
+} ElementIter;
+
+/* The next element (field 1, length-delimited) of an ArrayValue or KeyValueList, across the occurrences of
+ * ``msg``: 1 with *out set, 0 at the end, -1 on error. */
+static int next_element(Decoder *d, const Acc *msg, ElementIter *e, Slice *out) {
+    for (;;) {
+        while (e->r.p < e->r.end) {
+            Field f;
+            if (rd_field(d, &e->r, &f, 0) < 0) return -1;
+            if (f.num == 1 && f.wt == 2) {
+                *out = f.s;
+                return 1;
+            }
+        }
+        Slice piece;
+        int more = lsh_acc_next(d, msg, &e->it, &piece);
+        if (more <= 0) return more;
+        e->r = (Rd){piece.p, piece.p + piece.n};
+    }
+}
+
 static int array_out(Decoder *d, const Acc *msg, Buf *b, PyObject **py) {
-    AccIter it = {0};
-    Slice piece;
+    ElementIter it = {0};
+    Slice element;
     int more;
     PyObject *list = NULL;
     if (py) {
@@ -215,23 +240,17 @@ static int array_out(Decoder *d, const Acc *msg, Buf *b, PyObject **py) {
     }
     if (b && BUF_LIT(b, "[") < 0) goto error;
     int first = 1;
-    while ((more = lsh_acc_next(d, msg, &it, &piece)) > 0) {
-        Rd r = {piece.p, piece.p + piece.n};
-        while (r.p < r.end) {
-            Field f;
-            if (rd_field(d, &r, &f, 0) < 0) goto error;
-            if (f.num != 1 || f.wt != 2) continue;
-            Value v;
-            if (read_element(d, f.s, &v, 0) < 0) goto error;
-            if (b && !first && BUF_LIT(b, ",") < 0) goto error;
-            first = 0;
-            PyObject *item = NULL;
-            if (lsh_value_out(d, &v, b, py ? &item : NULL) < 0) goto error;
-            if (py) {
-                int rc = PyList_Append(list, item);
-                Py_DECREF(item);
-                if (rc < 0) goto error;
-            }
+    while ((more = next_element(d, msg, &it, &element)) > 0) {
+        Value v;
+        if (read_element(d, element, &v, 0) < 0) goto error;
+        if (b && !first && BUF_LIT(b, ",") < 0) goto error;
+        first = 0;
+        PyObject *item = NULL;
+        if (lsh_value_out(d, &v, b, py ? &item : NULL) < 0) goto error;
+        if (py) {
+            int rc = PyList_Append(list, item);
+            Py_DECREF(item);
+            if (rc < 0) goto error;
         }
     }
     if (more < 0) goto error;
@@ -330,19 +349,13 @@ error:
 }
 
 static int kvlist_out(Decoder *d, const Acc *msg, Buf *b, PyObject **py) {
-    AccIter it = {0};
-    Slice piece;
+    ElementIter it = {0};
+    Slice element;
     int more;
     Entries e = {NULL, 0, 0, 0};
-    while ((more = lsh_acc_next(d, msg, &it, &piece)) > 0) {
-        Rd r = {piece.p, piece.p + piece.n};
-        while (r.p < r.end) {
-            Field f;
-            if (rd_field(d, &r, &f, 0) < 0) goto error;
-            if (f.num != 1 || f.wt != 2) continue;
-            Entry entry;
-            if (read_kv(d, f.s, &entry, 0) < 0 || entries_push(&e, &entry) < 0) goto error;
-        }
+    while ((more = next_element(d, msg, &it, &element)) > 0) {
+        Entry entry;
+        if (read_kv(d, element, &entry, 0) < 0 || entries_push(&e, &entry) < 0) goto error;
     }
     if (more < 0) goto error;
     int rc = lsh_entries_out(d, &e, b, py);

@@ -43,7 +43,7 @@ def jsonl(path: Path) -> list[dict]:
 @pytest.mark.system
 @pytest.mark.slow
 def test_make_example_heals_the_regression_through_the_trigger_and_touches_only_the_harness(tmp_path: Path):
-    done = subprocess.run([sys.executable, str(EXAMPLE / "demo/cli.py"), "--dir", str(tmp_path)], capture_output=True,
+    done = subprocess.run([sys.executable, str(EXAMPLE / "demo.py"), "--dir", str(tmp_path)], capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     agent_dir = tmp_path / "openai-agent"

@@ -377,7 +377,8 @@ class UnknownEndpoint(RequestRefused):
 
 
 class PreviousResponseNotFound(RequestRefused):
-    """``previous_response_id`` names no response the server keeps (unknown, forgotten, or sent with store=false)."""
+    """``previous_response_id`` (or an ``item_reference`` input item) names no response or output item the server
+    keeps: unknown, forgotten, or sent with store=false."""
 
     code = "LOUSHO_MODELS_PREVIOUS_RESPONSE_NOT_FOUND"
     hint = ("chain from a response this server gave since its last reset (it keeps the most recent 1024 "

@@ -12,12 +12,13 @@ from __future__ import annotations
 import collections
 import copy
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from lousho.models.errors import PreviousResponseNotFound, RequestRefused
 from lousho.models.script import Answer
 
-ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+ITEM_TYPES = ("message", "function_call", "function_call_output", "item_reference", "reasoning")
 ROLES = ("user", "system", "developer", "assistant")
 # The text parts of a message; any other part (an image, a file, audio) has nothing a script could read.
 TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
@@ -31,10 +32,15 @@ REFUSED = {
 READ = ("input", "instructions", "tools")
 
 
-def chat_view(body: dict[str, Any], history: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+Lookup = Callable[[str, str], dict[str, Any]]  # (item id, where) -> a kept output item; raises if not kept
+
+
+def chat_view(body: dict[str, Any], history: list[dict[str, Any]],
+              lookup: Lookup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The chat request a script sees for this Responses request, and the conversation to keep for a follow-up.
 
-    ``history`` is the kept conversation of ``previous_response_id`` ([] without one). The instructions
+    ``history`` is the kept conversation of ``previous_response_id`` ([] without one); ``lookup`` resolves an
+    ``item_reference`` input item to an output item this server gave. The instructions
     lead the view but are not kept: OpenAI does not carry them over to a chained response either.
     Raises ValueError for a malformed request, RequestRefused for a shape the server does not serve.
     """
@@ -46,7 +52,7 @@ def chat_view(body: dict[str, Any], history: list[dict[str, Any]]) -> tuple[dict
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise ValueError("\"instructions\" must be a string")
-    conversation = copy.deepcopy(history) + input_messages(body.get("input"))
+    conversation = copy.deepcopy(history) + input_messages(body.get("input"), lookup)
     view = {key: value for key, value in body.items() if key not in READ}
     view["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + conversation
     if body.get("tools"):
@@ -54,9 +60,10 @@ def chat_view(body: dict[str, Any], history: list[dict[str, Any]]) -> tuple[dict
     return view, conversation
 
 
-def input_messages(items: Any) -> list[dict[str, Any]]:
+def input_messages(items: Any, lookup: Lookup) -> list[dict[str, Any]]:
     """Input items as chat messages. Consecutive assistant items (a message, then function calls) make one
-    assistant message, as the same answer makes in the chat API."""
+    assistant message, as the same answer makes in the chat API. An ``item_reference`` (sent instead of an
+    item by clients that rely on stored responses) reads as the item it names."""
     if items is None:
         return []
     if isinstance(items, str):
@@ -65,6 +72,8 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
     for i, item in enumerate(_list(items, "input")):
         if not isinstance(item, dict):
             raise ValueError(f"input[{i}] must be an object")
+        if item.get("type") == "item_reference":
+            item = lookup(str(item.get("id")), f"input[{i}]")
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
             if item.get("role") not in ROLES:
@@ -158,14 +167,16 @@ def response_object(answer: Answer, body: dict[str, Any], rid: str, created: int
 
 
 class ResponseMemory:
-    """The conversations of recent stored responses, by id, for ``previous_response_id``. Thread-safe.
-
-    Bounded (oldest forgotten first), so a long benchmark does not grow the server without end.
+    """Recent stored responses, by id: their conversation for ``previous_response_id``, their output items for
+    ``item_reference``. Thread-safe. Bounded (oldest forgotten first), so a long benchmark does not grow the
+    server without end.
     """
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
-        self._kept: collections.OrderedDict[str, list[dict[str, Any]]] = collections.OrderedDict()
+        self._kept: collections.OrderedDict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = (
+            collections.OrderedDict())
+        self._items: dict[str, str] = {}  # output item id -> the response that gave it
         self._lock = threading.Lock()
 
     def history(self, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -177,15 +188,28 @@ class ResponseMemory:
             kept = self._kept.get(rid) if isinstance(rid, str) else None
         if kept is None:
             raise PreviousResponseNotFound(f"no response with id {rid!r} is kept", "previous_response_id")
-        return kept
+        return kept[0]
 
-    def keep(self, rid: str, conversation: list[dict[str, Any]]) -> None:
+    def item(self, item_id: str, where: str) -> dict[str, Any]:
+        """The output item ``item_id`` of a kept response (an ``item_reference``)."""
         with self._lock:
-            self._kept[rid] = conversation
-            self._kept.move_to_end(rid)
+            rid = self._items.get(item_id)
+            output = self._kept[rid][1] if rid is not None else []
+        for item in output:
+            if item["id"] == item_id:
+                return item
+        raise PreviousResponseNotFound(f"{where}: no output item with id {item_id!r} is kept", where)
+
+    def keep(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._kept[response["id"]] = (conversation, response["output"])
+            self._items.update((item["id"], response["id"]) for item in response["output"])
             while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
+                _, (_, output) = self._kept.popitem(last=False)
+                for item in output:
+                    self._items.pop(item["id"], None)
 
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()
+            self._items.clear()

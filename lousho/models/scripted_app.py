@@ -110,7 +110,7 @@ class ScriptedService:
             else:
                 if not isinstance(body, dict):
                     raise ValueError("expected a JSON object")
-                view, conversation = chat_view(body, self._memory.history(body))
+                view, conversation = chat_view(body, self._memory.history(body), self._memory.item)
         except ValueError as e:
             error = _error_body(f"invalid request: {e}", "invalid_request_error", "invalid_request")
             self._record({"path": request.url.path, "status": 400, "reply": error}, self._generation)
@@ -147,7 +147,7 @@ class ScriptedService:
             doc = response_object(outcome, body, f"resp_{key[:24]}_{count}", int(time.time()),
                                   usage_of(outcome, view))
             if body.get("store", True) is not False:
-                self._memory.keep(doc["id"], [*conversation, message])
+                self._memory.keep(doc, [*conversation, message])
             events = response_events(doc)
         response = (StreamingResponse(_replay(events), media_type="text/event-stream",
                                       headers={"cache-control": "no-cache"})

@@ -74,6 +74,20 @@ def test_responses_tool_calls_chain_by_previous_response_id_or_by_the_whole_inpu
     assert seen[2]["count"] == 2  # the same request as far as the script can tell
 
 
+def test_item_references_read_as_the_output_items_they_name(server: ScriptedModelServer, sdk: openai.OpenAI) -> None:
+    first = sdk.responses.create(model="m", input="tools", tools=TOOLS)  # type: ignore[arg-type]
+    outputs = [{"type": "function_call_output", "call_id": "call_1", "output": "shipped"}]
+    history = [{"role": "user", "content": "tools"}, *[item.model_dump(exclude_none=True) for item in first.output]]
+    references = [{"role": "user", "content": "tools"}, *[{"type": "item_reference", "id": i.id} for i in first.output]]
+    for given in (history, references):
+        answer = sdk.responses.create(model="m", input=[*given, *outputs], tools=TOOLS)  # type: ignore[arg-type]
+        assert answer.output_text == "the lookup_order tool said shipped"
+    assert server.requests[1]["messages"] == server.requests[2]["messages"]
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.responses.create(model="m", input=[{"type": "item_reference", "id": "msg_nothing"}])
+    assert caught.value.code == "LOUSHO_MODELS_PREVIOUS_RESPONSE_NOT_FOUND"
+
+
 def test_an_unknown_or_unstored_previous_response_is_a_coded_400(sdk: openai.OpenAI) -> None:
     unstored = sdk.responses.create(model="m", input="hello", store=False)
     for rid in ("resp_nothing", unstored.id):

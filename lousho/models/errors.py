@@ -343,3 +343,43 @@ class ModelConfigInvalid(UsageError):
 class ServerStartFailed(ModelsError):
     code = "LOUSHO_MODELS_START_FAILED"
     hint = "check --host and --port (a free port on an address of this machine), and the output above"
+
+
+class RequestRefused(ModelsError):
+    """A request the scripted server will not answer as sent: a 400 with this code, never a silent answer.
+
+    ``param`` names the request field at fault (OpenAI's error ``param``), None when the request as a whole is.
+    """
+
+    code = "LOUSHO_MODELS_UNSUPPORTED_REQUEST"
+    hint = "send what the server answers: see docs/models.md, \"What the scripted server answers\""
+
+    def __init__(self, message: str, param: str | None = None, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.param = param
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_refused, (type(self), self.message, self.param, self.hint))
+
+    def body(self) -> dict[str, Any]:
+        """The OpenAI-shaped error body: the hint rides in the message, so every client shows it."""
+        return {"error": {"message": f"{self.message}; hint: {self.hint}", "type": "invalid_request_error",
+                          "param": self.param, "code": self.code}}
+
+
+def _rebuild_refused(kind: type[RequestRefused], message: str, param: str | None, hint: str) -> RequestRefused:
+    return kind(message, param, hint=hint)
+
+
+class UnknownEndpoint(RequestRefused):
+    code = "LOUSHO_MODELS_UNKNOWN_ENDPOINT"
+    hint = "the scripted model server answers POST /v1/chat/completions and POST /v1/responses"
+
+
+class PreviousResponseNotFound(RequestRefused):
+    """``previous_response_id`` (or an ``item_reference`` input item) names no response or output item the server
+    keeps: unknown, forgotten, or sent with store=false."""
+
+    code = "LOUSHO_MODELS_PREVIOUS_RESPONSE_NOT_FOUND"
+    hint = ("chain from a response this server gave since its last reset (it keeps the most recent 1024 "
+            "stored ones), or send the whole conversation as input items")

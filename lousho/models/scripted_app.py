@@ -2,7 +2,10 @@
 
 Routes:
 
-- ``POST /v1/chat/completions`` (also ``/chat/completions``): answer with the script.
+- ``POST /v1/chat/completions`` (also ``/chat/completions``): answer with the script (chat_api.py).
+- ``POST /v1/responses`` (also ``/responses``): the Responses API, read as the same chat view (responses_api.py).
+  Both stream server-sent events when asked (``stream: true``; streaming.py).
+- Anything else: a 400 coded ``LOUSHO_MODELS_UNKNOWN_ENDPOINT`` naming the endpoints served.
 - ``GET /_lousho/requests``: every request so far, with the reply given (loopback only).
 - ``POST /_lousho/faults``: ``{"faults": [{"fault": "status", "status": 503, "times": 2}, ...]}`` queues
   faults for the next requests, before the script is asked; ``DELETE`` empties the queue (loopback only).
@@ -17,18 +20,22 @@ import json
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from lousho.models.errors import ModelsError, ScriptRaised
+from lousho.models.chat_api import check_chat, completion, message_of, usage_of
+from lousho.models.errors import ModelsError, RequestRefused, ScriptRaised, UnknownEndpoint
 from lousho.models.faults import Fault
-from lousho.models.script import Answer, Script, build_request, canonical, normalise, request_key, system_text
+from lousho.models.responses_api import ResponseMemory, chat_view, response_object
+from lousho.models.script import Answer, Script, build_request, normalise, request_key, system_text
+from lousho.models.streaming import chat_events, response_events
 
 logger = logging.getLogger("lousho.models.scripted")
 
@@ -44,6 +51,7 @@ class ScriptedService:
         self._log: list[dict[str, Any]] = []
         self._counts: collections.Counter[str] = collections.Counter()
         self._faults: collections.deque[Fault] = collections.deque()
+        self._memory = ResponseMemory()
         # Bumped by reset(): answers to requests from before it are not logged in memory, hangs end.
         self._generation = 0
         # Opened at the first request, so a server built but never started holds no file open.
@@ -67,6 +75,7 @@ class ScriptedService:
             self._log.clear()
             self._counts.clear()
             self._faults.clear()
+        self._memory.clear()
 
     def requests(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -80,35 +89,70 @@ class ScriptedService:
                 self._log_file = None
 
     async def chat(self, request: Request) -> Response:
+        return await self._serve(request, "chat")
+
+    async def responses(self, request: Request) -> Response:
+        return await self._serve(request, "responses")
+
+    async def unknown(self, request: Request) -> Response:
+        """Any other path or method: a coded 400 naming what is served, not a bare 404 a framework misreads."""
+        refused = UnknownEndpoint(f"{request.method} {request.url.path} is not an endpoint of the scripted "
+                                  f"model server")
+        self._record({"path": request.url.path, "status": 400, "reply": refused.body()}, self._generation)
+        return JSONResponse(refused.body(), 400)
+
+    async def _serve(self, request: Request, api: str) -> Response:
+        """One model call in either API, streamed or not: read it as the chat view, ask the script, answer."""
         try:
             body = json.loads(await request.body())
-            if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not all(
-                    isinstance(m, dict) for m in body["messages"]):
-                raise ValueError("expected a JSON object with a list of message objects in \"messages\"")
+            if api == "chat":
+                view, conversation = check_chat(body), []
+            else:
+                if not isinstance(body, dict):
+                    raise ValueError("expected a JSON object")
+                view, conversation = chat_view(body, self._memory.history(body), self._memory.item)
         except ValueError as e:
             error = _error_body(f"invalid request: {e}", "invalid_request_error", "invalid_request")
             self._record({"path": request.url.path, "status": 400, "reply": error}, self._generation)
             return JSONResponse(error, 400)
+        except RequestRefused as e:
+            self._record({"path": request.url.path, "status": 400, "reply": e.body()}, self._generation)
+            return JSONResponse(e.body(), 400)
         with self._lock:
             generation = self._generation
-            key = request_key(body)
+            key = request_key(view)
             self._counts[key] += 1
             count = self._counts[key]
             injected = self._faults.popleft() if self._faults else None
         entry: dict[str, Any] = {
-            "path": request.url.path, "model": body.get("model"), "messages": body["messages"],
-            "tools": body.get("tools") or [], "system": system_text(body["messages"]), "count": count,
+            "path": request.url.path, "model": view.get("model"), "messages": view["messages"],
+            "tools": view.get("tools") or [], "system": system_text(view["messages"]), "count": count,
             "injected": injected is not None,
-            "params": {k: v for k, v in body.items() if k not in ("model", "messages", "tools")},
+            "params": {k: v for k, v in view.items() if k not in ("model", "messages", "tools")},
         }
         try:
-            outcome = await self._outcome(body, count, injected, generation, entry)
+            outcome = await self._outcome(view, count, injected, generation, entry)
         except ModelsError as e:
-            response = JSONResponse(_error_body(str(e), "server_error", e.code), 500)
+            error = _error_body(str(e), "server_error", e.code)
+            return self._answer(generation, entry, 500, error, JSONResponse(error, 500))
+        if isinstance(outcome, Fault):
+            return self._answer(generation, entry, outcome.http_status, outcome.body(),
+                                JSONResponse(outcome.body(), outcome.http_status, outcome.headers))
+        message = message_of(outcome)
+        if api == "chat":
+            doc = completion(outcome, view, count)
+            options = view.get("stream_options") or {}
+            events = chat_events(doc, bool(isinstance(options, dict) and options.get("include_usage")))
         else:
-            response = (JSONResponse(outcome.body(), outcome.http_status, outcome.headers)
-                        if isinstance(outcome, Fault) else JSONResponse(completion(outcome, body, count)))
-        return self._answer(generation, entry, response)
+            doc = response_object(outcome, body, f"resp_{key[:24]}_{count}", int(time.time()),
+                                  usage_of(outcome, view))
+            if body.get("store", True) is not False:
+                self._memory.keep(doc, [*conversation, message])
+            events = response_events(doc)
+        response = (StreamingResponse(_replay(events), media_type="text/event-stream",
+                                      headers={"cache-control": "no-cache"})
+                    if view.get("stream") else JSONResponse(doc))
+        return self._answer(generation, entry, 200, message, response)
 
     async def _outcome(self, body: dict[str, Any], count: int, injected: Fault | None, generation: int,
                        entry: dict[str, Any]) -> Answer | Fault:
@@ -152,10 +196,10 @@ class ScriptedService:
                and (left := deadline - time.monotonic()) > 0):
             await asyncio.sleep(min(left, 0.05))
 
-    def _answer(self, generation: int, entry: dict[str, Any], response: JSONResponse) -> JSONResponse:
-        entry["status"] = response.status_code
-        payload = json.loads(response.body)
-        entry["reply"] = payload["choices"][0]["message"] if response.status_code == 200 else payload
+    def _answer(self, generation: int, entry: dict[str, Any], status: int, reply: dict[str, Any],
+                response: Response) -> Response:
+        entry["status"] = status
+        entry["reply"] = reply
         self._record(entry, generation)
         return response
 
@@ -194,36 +238,19 @@ def build_app(service: ScriptedService) -> Starlette:
     return Starlette(routes=[
         Route("/v1/chat/completions", service.chat, methods=["POST"]),
         Route("/chat/completions", service.chat, methods=["POST"]),
+        Route("/v1/responses", service.responses, methods=["POST"]),
+        Route("/responses", service.responses, methods=["POST"]),
         Route("/_lousho/requests", _loopback_only(service.log), methods=["GET"]),
         Route("/_lousho/faults", _loopback_only(service.faults), methods=["POST", "DELETE"]),
+        # Last: any other path, or a served path with another method (it out-ranks Starlette's 405).
+        Route("/{path:path}", service.unknown, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ])
 
 
-def completion(answer: Answer, body: dict[str, Any], count: int) -> dict[str, Any]:
-    """An OpenAI chat completion for ``answer``, with a deterministic id and token count."""
-    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
-    if answer.tool_calls:
-        message["tool_calls"] = [{"id": c["id"], "type": "function",
-                                  "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                 for c in answer.tool_calls]
-    if answer.usage is not None:
-        prompt, output = answer.usage
-    else:
-        # A simple, stable count: a token per 4 characters of the prompt (messages and tools) and of the reply.
-        prompt = _tokens(canonical(body["messages"]) + canonical(body.get("tools") or []))
-        output = _tokens((answer.content or "") + canonical(answer.tool_calls if answer.tool_calls else ""))
-    return {
-        "id": f"chatcmpl-{request_key(body)[:24]}-{count}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.get("model") or "scripted",
-        "choices": [{"index": 0, "message": message, "finish_reason": answer.finish_reason, "logprobs": None}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output},
-    }
-
-
-def _tokens(text: str) -> int:
-    return max(1, (len(text) + 3) // 4)
+async def _replay(events: Iterator[str]) -> AsyncIterator[str]:
+    # The answer is whole already: an async generator sends it without a thread hop per event.
+    for event in events:
+        yield event
 
 
 def _error_body(message: str, kind: str, code: str | None) -> dict[str, Any]:

@@ -136,7 +136,9 @@ def test_the_daemon_folds_committed_spans_by_itself_and_runs_answers_throughout(
         # a 200 means the run is there, folded or not
         assert sql(daemon.url, "SELECT run_id, model_calls FROM runs") == [{"run_id": "folded-run", "model_calls": 1}]
         _poll(lambda: sql(daemon.url, "SELECT count(*) AS n FROM kept_runs") == [{"n": 1}])
-        children = [chat_span(trace_id, new_ids()[1], parent=root_id) for _ in range(3)]
+        # each a request of its own: their parent is not a model span (one nested in another is the same call)
+        step_id = new_ids()[1]
+        children = [chat_span(trace_id, new_ids()[1], parent=step_id) for _ in range(3)]
         assert post(daemon.url, "/v1/traces", request(children).SerializeToString(), "application/x-protobuf"
                     ).status == 200
         assert sql(daemon.url, "SELECT run_id, model_calls FROM runs") == [{"run_id": "folded-run", "model_calls": 4}]

@@ -63,9 +63,27 @@ _REASONING_KEYS = (
 _COST_KEYS = ("lousho.cost.usd", "gen_ai.usage.cost", "operation.cost", "llm.cost.total")
 _SKILL_KEYS = ("gen_ai.skill.name",)
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-_INPUT_KEYS = ("gen_ai.input.messages", "input.value", "traceloop.entity.input", "pydantic_ai.all_messages")
-_OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "traceloop.entity.output", "final_result")
+_INPUT_KEYS = ("gen_ai.input.messages", "ai.prompt.messages", "ai.prompt", "input.value", "traceloop.entity.input",
+               "pydantic_ai.all_messages")
+_OUTPUT_KEYS = ("gen_ai.output.messages", "ai.response.text", "output.value", "traceloop.entity.output",
+                "final_result")
+# The Vercel AI SDK's usage keys (v4, then v5), read on its requests to the model when no GenAI key is there.
+_AI_USAGE_KEYS = (("ai.usage.promptTokens", "ai.usage.inputTokens"),
+                  ("ai.usage.completionTokens", "ai.usage.outputTokens"))
+# A LangChain message's type, as its role.
+_LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",
+                    "HumanMessage": "user", "AIMessage": "assistant", "SystemMessage": "system",
+                    "ToolMessage": "tool"}
+# Keys under which a framework's bound arguments carry the user's input (LlamaIndex's span input is every
+# argument of the call: ``user_msg`` is the question, ``kwargs`` may hold ``tool_choice``).
+_QUESTION_KEYS = ("user_msg", "input", "query", "query_str", "question", "message", "prompt", "user_input",
+                  "messages", "inputs")
+_ANSWER_KEYS = ("output", "outputs", "answer", "response", "result", "final_output", "text", "content")
+# LangGraph's routing sentinels: a conditional edge's output, never an answer.
+_ROUTING_VALUES = frozenset({"__end__", "__start__"})
 _ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
+_TEXT_PARTS = frozenset({"text", "output_text", "input_text"})
+_MAX_CONTENTS = 16
 
 
 # Index 0 of the messages other conventions flatten into keys: their presence says there are some.
@@ -73,6 +91,7 @@ _FLAT_INPUT_KEYS = ("llm.input_messages.0.message.role", "llm.input_messages.0.m
                     "gen_ai.prompt.0.role", "gen_ai.prompt.0.content")
 _FLAT_OUTPUT_KEYS = ("llm.output_messages.0.message.role", "llm.output_messages.0.message.content",
                      "gen_ai.completion.0.role", "gen_ai.completion.0.content")
+_USAGE_FAMILY = frozenset(k for pair in _AI_USAGE_KEYS for k in pair)
 _AGENT_FAMILY = frozenset((*_AGENT_KEYS, "traceloop.span.kind", "openinference.span.kind"))
 _TOKEN_FAMILY = frozenset(("llm.usage.prompt_tokens", "llm.usage.completion_tokens", *_CACHE_READ_KEYS,
                            *_CACHE_CREATION_KEYS, *_REASONING_KEYS))
@@ -82,7 +101,7 @@ _OUTPUT_FAMILY = frozenset((*_OUTPUT_KEYS, *_FLAT_OUTPUT_KEYS))
 # so a span of keys it does not know costs about a microsecond (docs/performance.md).
 _WATCHED = frozenset((*_AGENT_FAMILY, *_REVISION_KEYS, "llm.invocation_parameters", *_SESSION_KEYS,
                       *_CALL_ID_KEYS, *_SKILL_KEYS, *_TOKEN_FAMILY, "operation.cost", *_INPUT_FAMILY,
-                      *_OUTPUT_FAMILY))
+                      *_OUTPUT_FAMILY, *_USAGE_FAMILY))
 WATCHED_KEYS = _WATCHED
 # The keys of messages refine reads only for a span without lousho.run.id, and the event carrying them.
 MESSAGE_KEYS = _INPUT_FAMILY | _OUTPUT_FAMILY
@@ -117,7 +136,8 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
     # A span with lousho.run.id keeps its run's input and output in the `input`/`output` columns, as before
     # (runs_view reads those for such runs): no message parsing for it.
     details = _details(events) if events else None
-    if (details is None and not present) or cols["run_id"][-1] is not None:
+    # A tool's arguments and result are neither the user's question nor the agent's answer.
+    if (details is None and not present) or cols["run_id"][-1] is not None or operation == "execute_tool":
         cols["input_text"].append(None)
         cols["output_text"].append(None)
     else:
@@ -129,6 +149,12 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
     input_tokens = cols["input_tokens"][-1]
     output_tokens = cols["output_tokens"][-1]
     cache_read = cache_creation = reasoning = None
+    if operation == "chat" and present and not present.isdisjoint(_USAGE_FAMILY):
+        # Only on a request to the model: the SDK's generateText span repeats the sum of its requests.
+        if input_tokens is None:
+            input_tokens = cols["input_tokens"][-1] = _first_int(attrs, _AI_USAGE_KEYS[0])
+        if output_tokens is None:
+            output_tokens = cols["output_tokens"][-1] = _first_int(attrs, _AI_USAGE_KEYS[1])
     if present and not present.isdisjoint(_TOKEN_FAMILY):
         input_tokens = _first_int(attrs, _INPUT_TOKEN_KEYS)
         output_tokens = _first_int(attrs, _OUTPUT_TOKEN_KEYS)
@@ -183,24 +209,37 @@ def inclusive_input(input_tokens: int | None, cache_read: int | None, cache_crea
 
 
 def input_text(attrs: dict[str, Any], details: dict[str, Any] | None = None) -> str | None:
-    """The first user message of a span's input, as text."""
+    """The first user message of a span's input, as text. The messages sent to a model (flattened
+    OpenInference or legacy GenAI keys) come before a framework's ``input.value``, which may be every
+    argument of the call."""
+    flat = _flat_messages(attrs, "llm.input_messages.{}.message.") or _flat_messages(attrs, "gen_ai.prompt.{}.")
+    text = _first_user(flat) if flat else None
+    if text is not None:
+        return text
     for source in _input_sources(attrs, details):
         text = _first_user(source)
         if text is not None:
             return text
-    flat = _flat_messages(attrs, "llm.input_messages.{}.message.") or _flat_messages(attrs, "gen_ai.prompt.{}.")
-    return _first_user(flat) if flat else None
+    return None
 
 
 def output_text(attrs: dict[str, Any], details: dict[str, Any] | None = None) -> str | None:
-    """The last assistant message of a span's output, as text."""
-    for source in _output_sources(attrs, details):
-        text = _last_assistant(source)
-        if text is not None:
-            return text
+    """The last assistant message of a span's output, as text: never a routing edge's value (LangGraph's
+    ``__end__``) nor a Python repr (LlamaIndex's ``StopEvent(...)``), which are not answers."""
     flat = _flat_messages(attrs, "llm.output_messages.{}.message.") or _flat_messages(attrs, "gen_ai.completion.{}.")
-    return _last_assistant(flat) if flat else None
+    sources: list[Any] = [flat] if flat else []
+    for source in (*sources, *_output_sources(attrs, details)):
+        text = _last_assistant(source)
+        if text is not None and text not in _ROUTING_VALUES and not _is_repr(text):
+            return text
+    return None
 
+
+def _is_repr(text: str) -> bool:
+    """A Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``), not text for a person."""
+    head, paren, _ = text.partition("(")
+    return bool(paren) and text.endswith(")") and head.replace(".", "").replace("_", "").isalnum() \
+        and head[:1].isupper() and "\n" not in head
 
 def _input_sources(attrs: dict[str, Any], details: dict[str, Any] | None) -> list[Any]:
     sources = [attrs[k] for k in _INPUT_KEYS if k in attrs]
@@ -223,12 +262,12 @@ def _first_user(source: Any) -> str | None:
     if isinstance(parsed, str):
         return parsed.strip() or None
     for message in _messages(parsed):
-        if message.get("role") == "user":
+        if _role(message) == "user":
             text = _text(message)
             if text:
                 return text
     if isinstance(parsed, dict):
-        return _argument_text(parsed)
+        return _argument_text(parsed, _QUESTION_KEYS)
     return None
 
 
@@ -238,13 +277,13 @@ def _last_assistant(source: Any) -> str | None:
         return parsed.strip() or None
     messages = _messages(parsed)
     for message in reversed(messages):
-        role = message.get("role")
+        role = _role(message)
         if role is None or role in _ASSISTANT_ROLES:
             text = _text(message)
             if text:
                 return text
     if isinstance(parsed, dict) and not messages:
-        return _argument_text(parsed)
+        return _argument_text(parsed, _ANSWER_KEYS)
     return None
 
 
@@ -260,19 +299,55 @@ def _parse(value: Any) -> Any:
 
 
 def _messages(doc: Any) -> list[dict[str, Any]]:
-    """The messages of a GenAI message list, an OpenAI request (``messages``) or response (``choices``), or an
-    Anthropic-style single message."""
+    """The messages of a GenAI message list, an OpenAI request (``messages``), response (``choices``) or
+    Responses API response (``output`` items), the AI SDK's prompt (``system``/``prompt``/``messages``), or an
+    Anthropic-style single message. LangChain messages (``{"type": "human", "data": {...}}``, their
+    constructor form, ``("user", "text")`` pairs) are read as the messages they are."""
     if isinstance(doc, list):
-        return [m for m in doc if isinstance(m, dict)]
+        return [m for m in (_message(item) for item in doc) if m is not None]
     if not isinstance(doc, dict):
         return []
     if isinstance(doc.get("messages"), list):
-        return [m for m in doc["messages"] if isinstance(m, dict)]
+        return _messages(doc["messages"])
     if isinstance(doc.get("choices"), list):
         return [c["message"] for c in doc["choices"] if isinstance(c, dict) and isinstance(c.get("message"), dict)]
-    if "role" in doc and ("content" in doc or "parts" in doc):
-        return [doc]
-    return []
+    if isinstance(doc.get("output"), list) and doc.get("object") == "response":
+        return [m for m in doc["output"] if isinstance(m, dict) and m.get("type") == "message"]
+    if isinstance(doc.get("prompt"), str):
+        return [{"role": "user", "content": doc["prompt"]}]
+    if isinstance(doc.get("prompt"), list):
+        return _messages(doc["prompt"])
+    message = _message(doc)
+    return [message] if message is not None and ("content" in message or "parts" in message
+                                                  or "blocks" in message) else []
+
+
+def _message(item: Any) -> dict[str, Any] | None:
+    """One message as a dict with a role, from any of the shapes ``_messages`` reads."""
+    if isinstance(item, list | tuple) and len(item) == 2 and all(isinstance(x, str) for x in item):
+        return {"role": _LANGCHAIN_ROLES.get(item[0], item[0]), "content": item[1]}
+    if not isinstance(item, dict):
+        return None
+    if "role" in item:
+        return item
+    data = item.get("data") if isinstance(item.get("data"), dict) else item.get("kwargs")
+    kind = item.get("type")
+    if item.get("type") == "constructor" and isinstance(item.get("id"), list) and item["id"]:
+        kind = item["id"][-1]
+    if isinstance(data, dict) and isinstance(kind, str) and kind in _LANGCHAIN_ROLES:
+        return {**data, "role": _LANGCHAIN_ROLES[kind]}
+    if isinstance(kind, str) and kind in _LANGCHAIN_ROLES and "content" in item:
+        return {**item, "role": _LANGCHAIN_ROLES[kind]}
+    return None
+
+
+def _role(message: dict[str, Any]) -> str | None:
+    role = message.get("role")
+    if role is None:
+        return None
+    # LlamaIndex's MessageRole may arrive as its value or as "MessageRole.USER".
+    role = str(role).rsplit(".", 1)[-1].lower()
+    return _LANGCHAIN_ROLES.get(role, role)
 
 
 def _text(message: dict[str, Any]) -> str | None:
@@ -280,14 +355,14 @@ def _text(message: dict[str, Any]) -> str | None:
     content = message.get("content")
     if isinstance(content, str):
         return content.strip() or None
-    parts = message.get("parts") if content is None else content
+    parts = (message.get("parts") or message.get("blocks")) if content is None else content
     if not isinstance(parts, list):
         return None
     texts = []
     for part in parts:
         if isinstance(part, str):
             texts.append(part)
-        elif isinstance(part, dict) and part.get("type", "text") == "text":
+        elif isinstance(part, dict) and part.get("type", part.get("block_type", "text")) in _TEXT_PARTS:
             text = part.get("content", part.get("text"))
             if isinstance(text, str):
                 texts.append(text)
@@ -295,15 +370,33 @@ def _text(message: dict[str, Any]) -> str | None:
     return joined or None
 
 
-def _argument_text(doc: dict[str, Any]) -> str | None:
-    """A Traceloop entity input/output (``{"args": [...], "kwargs": {...}}`` or ``{"inputs": ...}``): its first
-    string argument."""
-    for key in ("args", "kwargs", "inputs", "outputs", "output", "input"):
+def _argument_text(doc: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    """A call's arguments as text: the user's input among a framework's bound arguments (``user_msg``,
+    ``input``, ``query``...: never another keyword such as ``tool_choice``), else the first string argument
+    of a Traceloop entity input/output (``{"args": [...], "kwargs": {...}}``)."""
+    for key in keys:
         value = doc.get(key)
-        values = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
-        for item in values:
-            if isinstance(item, str) and item.strip():
-                return item.strip()
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        if isinstance(value, dict):
+            message = _message(value)
+            text = _text(message) if message is not None else None
+            if text:
+                return text
+    if not set(doc) <= {"args", "kwargs"}:
+        return None
+    for key in ("args", "kwargs"):
+        text = _first_string(doc.get(key))
+        if text is not None:
+            return text
+    return None
+
+
+def _first_string(value: Any) -> str | None:
+    values = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
+    for item in values:
+        if isinstance(item, str) and item.strip():
+            return item.strip()
     return None
 
 
@@ -316,6 +409,10 @@ def _flat_messages(attrs: dict[str, Any], pattern: str) -> list[dict[str, Any]]:
         prefix = pattern.format(index)
         role = attrs.get(prefix + "role")
         content = attrs.get(prefix + "content")
+        if content is None:
+            # OpenInference's list content: ``message.contents.N.message_content.text``.
+            content = [attrs.get(f"{prefix}contents.{i}.message_content.text") for i in range(_MAX_CONTENTS)
+                       if f"{prefix}contents.{i}.message_content.text" in attrs] or None
         if role is None and content is None:
             return out
         out.append({"role": role, "content": content})
@@ -338,9 +435,6 @@ def _agent(attrs: dict[str, Any], span_name: str, operation: str | None) -> str 
         entity = attrs.get("traceloop.entity.name")
         if isinstance(entity, str) and entity:
             return entity
-    kind = attrs.get("openinference.span.kind")
-    if isinstance(kind, str) and kind.upper() == "AGENT" and span_name:
-        return span_name
     # The conventions name an agent span "invoke_agent {gen_ai.agent.name}".
     if operation == "invoke_agent" and span_name.startswith("invoke_agent "):
         return span_name[len("invoke_agent "):].strip() or None

@@ -17,11 +17,12 @@ INT64_MAX = 2**63 - 1
 
 # First key present wins, in this order.
 ALIASES: dict[str, tuple[str, ...]] = {
-    "agent_name": ("gen_ai.agent.name", "agent.name", "lousho.agent.name"),
-    "provider": ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"),
-    "request_model": ("gen_ai.request.model", "llm.model_name"),
-    "response_model": ("gen_ai.response.model",),
-    "tool_name": ("gen_ai.tool.name", "tool.name"),
+    # ai.*: the Vercel AI SDK's own keys (its telemetry function id names the agent).
+    "agent_name": ("gen_ai.agent.name", "agent.name", "lousho.agent.name", "ai.telemetry.functionId"),
+    "provider": ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system", "ai.model.provider"),
+    "request_model": ("gen_ai.request.model", "llm.model_name", "ai.model.id"),
+    "response_model": ("gen_ai.response.model", "ai.response.model"),
+    "tool_name": ("gen_ai.tool.name", "tool.name", "ai.toolCall.name"),
     "conversation_id": (
         "gen_ai.conversation.id",
         "session.id",
@@ -78,6 +79,21 @@ _LANGFUSE_TYPE = {
     "embedding": "embeddings",
 }
 _TRACELOOP_KIND = {"workflow": "invoke_workflow", "agent": "invoke_agent", "tool": "execute_tool"}
+# The Vercel AI SDK's ai.operationId: a generate/stream call is the agent loop, its do* spans the requests to
+# the model, ai.toolCall a tool's execution.
+_AI_SDK_OPERATION = {
+    "ai.generateText": "invoke_agent",
+    "ai.streamText": "invoke_agent",
+    "ai.generateObject": "invoke_agent",
+    "ai.streamObject": "invoke_agent",
+    "ai.generateText.doGenerate": "chat",
+    "ai.streamText.doStream": "chat",
+    "ai.generateObject.doGenerate": "chat",
+    "ai.streamObject.doStream": "chat",
+    "ai.toolCall": "execute_tool",
+    "ai.embed.doEmbed": "embeddings",
+    "ai.embedMany.doEmbed": "embeddings",
+}
 NAME_PREFIXES = (
     "chat",
     "text_completion",
@@ -92,7 +108,7 @@ NAME_PREFIXES = (
 
 # Every attribute key ``operation`` reads (the native decoder hands a span here only when it has one).
 OPERATION_KEYS = ("gen_ai.operation.name", "openinference.span.kind", "langfuse.observation.type",
-                  "traceloop.span.kind")
+                  "traceloop.span.kind", "ai.operationId")
 
 INT_COLUMNS = frozenset({"input_tokens", "output_tokens"})
 FLOAT_COLUMNS = frozenset({"cost_usd"})
@@ -113,6 +129,9 @@ def operation(attrs: dict[str, Any], span_name: str) -> str | None:
     kind = attrs.get("traceloop.span.kind")
     if isinstance(kind, str) and kind.lower() in _TRACELOOP_KIND:
         return _TRACELOOP_KIND[kind.lower()]
+    kind = attrs.get("ai.operationId")
+    if isinstance(kind, str) and kind in _AI_SDK_OPERATION:
+        return _AI_SDK_OPERATION[kind]
     head = span_name.split(" ", 1)[0]
     if head in NAME_PREFIXES:
         return head

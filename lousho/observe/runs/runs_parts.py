@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lousho.observe.runs.runs_view import AGENT_HINT, MODEL_OPERATIONS, MODEL_SPAN
+
 
 @dataclass(frozen=True)
 class Part:
@@ -35,7 +37,7 @@ HEAD_FIELDS = (
     ("start_ns", "start_ns", "BIGINT"),  # first: a list of heads sorts by it
     ("inv", "operation = 'invoke_agent'", "BOOLEAN"),
     ("call_id", "call_id", "VARCHAR"),
-    ("agent_name", "coalesce(agent_name, service_name)", "VARCHAR"),
+    ("agent_name", "agent_name", "VARCHAR"),
     ("service_name", "service_name", "VARCHAR"),
     ("harness_revision", "harness_revision", "VARCHAR"),
     ("case_id", "case_id", "VARCHAR"),
@@ -45,6 +47,7 @@ HEAD_FIELDS = (
     ("status_code", "status_code", "VARCHAR"),
     ("status_message", "status_message", "VARCHAR"),
     ("error_type", "error_type", "VARCHAR"),
+    ("agent_hint", AGENT_HINT, "VARCHAR"),
 )
 # The candidate roots of a trace with no run id: its invoke_agent spans if it has any, else its roots.
 _CANDIDATE_HEADS = "run_id IS NULL AND (operation = 'invoke_agent' OR parent_span_id IS NULL)"
@@ -63,9 +66,10 @@ _SPAN_PARTS: tuple[Part, ...] = (
     Part("cost_usd", "sum", "cost_usd", sql_type="DOUBLE"),
     Part("reported_costs", "count", "*", "cost_source = 'reported'", "BIGINT"),
     Part("priced_costs", "count", "*", "cost_source = 'price-table'", "BIGINT"),
-    Part("model_calls", "count", "*", "operation IN ('chat', 'text_completion', 'generate_content')", "BIGINT"),
+    # The model spans with their parents: a span nested in another is not a second request (runs_view.model_calls).
+    Part("model_spans", "set", MODEL_SPAN, MODEL_OPERATIONS, "STRUCT(id VARCHAR, parent VARCHAR)[]"),
     Part("tool_calls", "count", "*", "operation = 'execute_tool'", "BIGINT"),
-    Part("any_agent", "any", "agent_name"),
+    Part("first_agent", "first", "agent_name"),
     Part("first_model", "first", "coalesce(request_model, response_model)"),
     Part("first_provider", "first", "provider"),
     Part("first_conversation_id", "first", "conversation_id"),
@@ -90,10 +94,10 @@ ATTEMPT_PARTS: tuple[Part, ...] = (
 )
 
 # The span columns the parts read.
-SPAN_INPUTS = ("trace_id", "parent_span_id", "start_ns", "end_ns", "status_code", "status_message", "service_name",
-               "operation", "agent_name", "provider", "request_model", "response_model", "conversation_id",
-               "input_tokens", "output_tokens", "cost_usd", "error_type", "run_id", "run_kind", "healed_from",
-               "harness_revision", "case_id", "probe", "traffic_arm", "input", "output", "call_id",
+SPAN_INPUTS = ("trace_id", "span_id", "name", "parent_span_id", "start_ns", "end_ns", "status_code", "status_message",
+               "service_name", "operation", "agent_name", "provider", "request_model", "response_model",
+               "conversation_id", "input_tokens", "output_tokens", "cost_usd", "error_type", "run_id", "run_kind",
+               "healed_from", "harness_revision", "case_id", "probe", "traffic_arm", "input", "output", "call_id",
                "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "cost_source", "skill_name",
                "input_text", "output_text")
 TRACE_KEYS = ["trace_id"]

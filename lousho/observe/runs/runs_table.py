@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import duckdb
 
 from lousho.observe.runs import runs_parts as p
-from lousho.observe.runs.runs_view import RUN_AGGREGATE
+from lousho.observe.runs.runs_view import RUN_AGGREGATE, model_calls
 from lousho.observe.runs.sessions_view import sessions_select
 
 _TRACE_COLUMNS = p.names(p.TRACE_KEYS, p.TRACE_PARTS)
@@ -52,7 +52,7 @@ SELECT run_id, trace_id, min(h.start_ns) AS start_ns, {firsts},
     NULL::VARCHAR AS run_kind, NULL::VARCHAR AS healed_from, arg_min(h.probe, h.start_ns) AS probe,
     arg_min(h.traffic_arm, h.start_ns) AS traffic_arm, arg_min(h.status_code, h.start_ns) AS status_code,
     arg_min(h.status_message, h.start_ns) AS status_message, arg_min(h.error_type, h.start_ns) AS error_type,
-    NULL::VARCHAR AS input, NULL::VARCHAR AS output, true AS implicit
+    NULL::VARCHAR AS input, NULL::VARCHAR AS output, arg_min(h.agent_hint, h.start_ns) AS agent_hint, true AS implicit
 FROM (
     SELECT implicit_run_id AS run_id, trace_id, inv_n, unnest(heads) AS h FROM {trace_parts}
     WHERE implicit_run_id IS NOT NULL {f"AND implicit_run_id IN {runs}" if runs else ""}
@@ -65,10 +65,11 @@ GROUP BY run_id, trace_id
 
 _EXPLICIT = ("run_id, trace_id, start_ns, agent_name, service_name, harness_revision, case_id, conversation_id, "
              "run_kind, healed_from, probe, traffic_arm, status_code, status_message, error_type, input, output, "
-             "false AS implicit")
+             "NULL::VARCHAR AS agent_hint, false AS implicit")
 # The view's per_trace columns.
 _PER_TRACE = ("trace_id, end_ns, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, "
-              "reasoning_tokens, cost_usd, reported_costs, priced_costs, model_calls, tool_calls, any_agent, "
+              f"reasoning_tokens, cost_usd, reported_costs, priced_costs, {model_calls('model_spans')} AS model_calls, "
+              "tool_calls, first_agent, "
               "first_model, first_provider, first_conversation_id, skills, any_error, first_input_text, "
               "last_output_text, last_error_type, last_error_message")
 

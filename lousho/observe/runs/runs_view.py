@@ -9,11 +9,18 @@ What makes a run (docs/observe.md, "What makes a run"):
 * A trace with no such span is one run of its own: its root is the outermost ``invoke_agent`` span,
   else the trace's root span (a bare ``chat`` span is a run of one call). Its id is the framework's
   own per-invocation id on that root (Pydantic AI's ``gen_ai.agent.call.id``, column ``call_id``),
-  else the trace id; its agent the root's agent name, else the resource's ``service.name``; it failed
+  else the trace id; its agent the root's agent name, else the first agent a span of the trace declares
+  (OpenInference's ``agent.name`` under the Agents SDK's "Agent workflow"), else a name the root's span
+  name gives (an agent span's name, LlamaIndex's ``FunctionAgent.run``: ``AGENT_HINT``), else the
+  resource's ``service.name``; it failed
   when any of its spans has status ERROR; its input is the first user message of its spans, its
   output the last assistant message, and without ``lousho.case.id`` its case is a hash of that input.
 
-Tokens, cost and calls add up over all of a run's traces; a failing score fails any run.
+Tokens, cost and calls add up over all of a run's traces; a failing score fails any run. A request to a
+model counts once: a model span nested directly in another (LlamaIndex's ``_prepare_chat_with_tools`` inside
+its chat call, an SDK instrumentation's span under a framework's) is part of that call (``model_calls``).
+A failed run's ``error_type`` is the error's type as sent, else one its message starts with
+(``ValueError: ...``, a traceback's last line), else ``error``.
 
 ``runs_select()`` is the definition of the ``runs`` rows. The store answers the name ``runs`` from
 kept tables merged with the spans not yet folded into them (runs_table.py, which reuses
@@ -27,10 +34,35 @@ from __future__ import annotations
 
 from typing import Any
 
+MODEL_OPERATIONS = "operation IN ('chat', 'text_completion', 'generate_content')"
+# What a candidate root's span name says of its agent when no span declares one: an agent span's own name,
+# or the class of a LlamaIndex workflow's run (span "FunctionAgent.run").
+AGENT_HINT = (r"CASE WHEN operation = 'invoke_agent' THEN name "
+              r"WHEN regexp_matches(name, '^[A-Z][A-Za-z0-9_]*\.a?run$') THEN split_part(name, '.', 1) END")
+# A model span with its parent, for ``model_calls``.
+MODEL_SPAN = "struct_pack(id := span_id, parent := parent_span_id)"
+
+
+def model_calls(spans: str) -> str:
+    """The requests to a model among ``spans`` (a list of ``MODEL_SPAN``): those not nested in another."""
+    return (f"coalesce(len(list_filter({spans}, lambda s: s IS NOT NULL AND (s.parent IS NULL "
+            f"OR NOT list_contains(list_transform({spans}, lambda x: x.id), s.parent)))), 0)")
+
+
+def _error_type(kind: str, message: str, status: str) -> str:
+    """A failed run's error type: ``kind`` as sent, else the exception type ``message`` starts with (a
+    traceback's last line), else ``error``."""
+    line = (f"CASE WHEN starts_with({message}, 'Traceback') "
+            rf"THEN regexp_extract({message}, '([^\n]+)\s*$', 1) ELSE {message} END")
+    parsed = rf"nullif(regexp_extract({line}, '^\s*((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::|\(|$)', 1), '')"
+    return f"coalesce({kind}, CASE WHEN {status} = 'error' THEN coalesce({parsed}, 'error') END)"
+
+
 _TEMPLATE = """
 WITH candidates AS (
     SELECT trace_id, span_id, start_ns, operation, call_id, agent_name, service_name, harness_revision,
-        case_id, conversation_id, probe, traffic_arm, status_code, status_message, error_type
+        case_id, conversation_id, probe, traffic_arm, status_code, status_message, error_type,
+        {agent_hint} AS agent_hint
     FROM spans
     WHERE run_id IS NULL AND (operation = 'invoke_agent' OR parent_span_id IS NULL)
         AND trace_id NOT IN (SELECT trace_id FROM spans WHERE run_id IS NOT NULL)
@@ -43,13 +75,13 @@ WITH candidates AS (
 ), tagged AS (
     SELECT run_id, trace_id, start_ns, agent_name, service_name, harness_revision, case_id, conversation_id,
         run_kind, healed_from, probe, traffic_arm, status_code, status_message, error_type, input, output,
-        false AS implicit
+        NULL AS agent_hint, false AS implicit
     FROM spans WHERE run_id IS NOT NULL
     UNION ALL
-    SELECT r.run_id, h.trace_id, h.start_ns, coalesce(h.agent_name, h.service_name) AS agent_name,
+    SELECT r.run_id, h.trace_id, h.start_ns, h.agent_name,
         h.service_name, h.harness_revision, h.case_id, h.conversation_id, NULL AS run_kind,
         NULL AS healed_from, h.probe, h.traffic_arm, h.status_code, h.status_message, h.error_type,
-        NULL AS input, NULL AS output, true AS implicit
+        NULL AS input, NULL AS output, h.agent_hint, true AS implicit
     FROM heads h JOIN trace_runs r USING (trace_id)
 ), run_ids AS (
     SELECT DISTINCT run_id FROM tagged WHERE true {run_filter}
@@ -70,6 +102,7 @@ WITH candidates AS (
         arg_min(error_type, start_ns) AS error_type,
         arg_min(input, start_ns) AS input,
         arg_min(output, start_ns) AS output,
+        arg_min(agent_hint, start_ns) AS agent_hint,
         bool_or(implicit) AS implicit
     FROM tagged
     WHERE true {attempt_filter}
@@ -85,10 +118,9 @@ WITH candidates AS (
         sum(cost_usd) AS cost_usd,
         count(*) FILTER (WHERE cost_source = 'reported') AS reported_costs,
         count(*) FILTER (WHERE cost_source = 'price-table') AS priced_costs,
-        count(*) FILTER (WHERE operation IN ('chat', 'text_completion', 'generate_content'))
-            AS model_calls,
+        {model_calls} AS model_calls,
         count(*) FILTER (WHERE operation = 'execute_tool') AS tool_calls,
-        any_value(agent_name) AS any_agent,
+        arg_min(agent_name, start_ns) AS first_agent,
         arg_min(coalesce(request_model, response_model), start_ns) AS first_model,
         arg_min(provider, start_ns) AS first_provider,
         arg_min(conversation_id, start_ns) AS first_conversation_id,
@@ -121,10 +153,10 @@ RUN_AGGREGATE = """run AS (
     FROM attempt a
     JOIN per_trace t USING (trace_id)
     LEFT JOIN verdict v USING (trace_id)
-)
+), run_rows AS (
 SELECT
     run_id,
-    arg_max(coalesce(agent_name, any_agent, service_name), start_ns) AS agent,
+    arg_max(coalesce(agent_name, first_agent, agent_hint, service_name), start_ns) AS agent,
     arg_max(harness_revision, start_ns) AS harness_revision,
     arg_max(coalesce(case_id, CASE WHEN implicit AND run_input IS NOT NULL
         THEN 'input:' || md5(lower(regexp_replace(trim(run_input), '\\s+', ' ', 'g'))) END), start_ns) AS case_id,
@@ -162,19 +194,23 @@ SELECT
     bool_or(implicit) AS implicit
 FROM run
 GROUP BY run_id
-"""
+)
+SELECT * REPLACE ({error_type} AS error_type) FROM run_rows
+""".replace("{error_type}", _error_type("error_type", "error_message", "status"))
 
 
 def runs_select(run_filter: str = "") -> str:
     """One row per run; with ``run_filter`` (SQL over span columns), only the runs having a span
     with a run id that matches it. Parameters in the filter bind in the order they appear once."""
+    shared = {"agent_hint": AGENT_HINT, "run_aggregate": RUN_AGGREGATE, "model_calls": model_calls(
+        f"list({MODEL_SPAN}) FILTER (WHERE {MODEL_OPERATIONS})")}
     if not run_filter:
-        return _TEMPLATE.format(run_filter="", attempt_filter="", verdict_filter="", run_aggregate=RUN_AGGREGATE)
+        return _TEMPLATE.format(run_filter="", attempt_filter="", verdict_filter="", **shared)
     return _TEMPLATE.format(
+        **shared,
         run_filter=f"AND ({run_filter})",
         attempt_filter="AND run_id IN (SELECT run_id FROM run_ids)",
         verdict_filter="AND trace_id IN (SELECT trace_id FROM attempt)",
-        run_aggregate=RUN_AGGREGATE,
     )
 
 

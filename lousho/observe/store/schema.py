@@ -190,6 +190,8 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
      _LEAN_TABLES),
     ("each resource kept once: spans is a view of span_rows joined with resources",
      _RESOURCES_ONCE),
+    ("runs read every convention: the user's question and the final answer, the declared agent, one count per "
+     "model request, an error type for every failed run", runs_table.REBUILD),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

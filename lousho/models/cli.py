@@ -38,7 +38,8 @@ def models() -> None:
 @click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Append every request and its reply to this JSONL file.")
 def serve_scripted(script: Path, host: str, port: int, seed: int, log_path: Path | None) -> None:
-    """Serve an OpenAI-compatible chat API answered by SCRIPT until SIGTERM or SIGINT (then exit 0)."""
+    """Serve OpenAI-compatible chat completions and responses (plain or streamed), answered by SCRIPT, until
+    SIGTERM or SIGINT (then exit 0)."""
     from lousho.models.scripted import ScriptedModelServer
 
     server = ScriptedModelServer(script, seed=seed, host=host, port=port, log_path=log_path)

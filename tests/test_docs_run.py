@@ -123,6 +123,7 @@ def run_doc(doc: str, tmp_path: Path) -> tuple[list[str], list[str]]:
         if shell.poll() is None:
             os.killpg(shell.pid, signal.SIGKILL)
             shell.wait()
+        shell.stdout.close()  # on a timeout too: an open pipe left to the collector fails the run as a warning
     assert shell.returncode == 0, f"{doc}: exit {shell.returncode}\n{output[-6000:]}"
     shown = output.split(MARK)[1:]
     assert len(shown) == len(blocks), output[-3000:]

@@ -54,10 +54,16 @@ def module_cases(module: CheckModule) -> list[Case]:
         cases = [Case.from_value(v, i) for i, v in enumerate(values)]
     except TypeError as e:
         raise CheckModuleInvalid(f"{module.name}: cases(): {e}") from None
-    ids = [c.id for c in cases]
-    duplicate = next((i for i in ids if ids.count(i) > 1), None)
-    if duplicate is not None:
-        raise CheckModuleInvalid(f"{module.name}: cases(): the id {duplicate!r} is used twice")
+    return unique_ids(cases, f"{module.name}: cases()")
+
+
+def unique_ids(cases: list[Case], where: str) -> list[Case]:
+    """Every count of a step is keyed by case id: two cases under one id would be one case run twice as often."""
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise CheckModuleInvalid(f"{where}: the id {case.id!r} is used twice")
+        seen.add(case.id)
     return cases
 
 

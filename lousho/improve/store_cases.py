@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from lousho.improve.records import Case, Recovery
@@ -25,3 +26,33 @@ def cases_from_store(target: str | Path, agent: str, *, recurring_only: bool = F
     recoveries = [Recovery(str(r["case_id"]), str(r["input"] or ""), r["failed_output"], r["error"], r["note"],
                            r["healed_output"]) for r in frame.iter_rows(named=True)]
     return cases, recoveries
+
+
+def merge_cases(given: list[Case], stored: list[Case]) -> list[Case]:
+    """The check module's cases, then the store's failures: one case per input, and ids unique.
+
+    A stored case with the input of a given case is that case (the given one stands: it may be held out or
+    protected). A stored case under a given case's id but with another input is another case: it gets an id
+    of its own (``live:<id>``), since every count of the step is keyed by id and two cases under one id
+    would be counted as one case with twice the runs.
+    """
+    merged = list(given)
+    inputs = {c.input.strip() for c in given}
+    ids = {c.id for c in given}
+    for case in stored:
+        if case.input.strip() in inputs:
+            continue
+        if case.id in ids:
+            case = replace(case, id=_free_id(f"live:{case.id}", ids))
+        merged.append(case)
+        inputs.add(case.input.strip())
+        ids.add(case.id)
+    return merged
+
+
+def _free_id(wanted: str, taken: set[str]) -> str:
+    candidate, n = wanted, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{wanted}-{n}"
+    return candidate

@@ -175,16 +175,21 @@ class _Step:
         else:
             cases = module_cases(self.module)
         options = self.options
+        misnamed = None
         if options.observe is not None:
             held = [c.id for c in cases if c.held_out]
-            stored, recoveries = cases_from_store(options.observe, options.agent_name or default_agent_name(self.root),
-                                                  recurring_only=options.recurring_only, held_out=held,
-                                                  token=options.observe_token, ca_cert=options.observe_ca_cert)
-            cases = merge_cases(cases, stored)
-            self.recoveries += tuple(recoveries)
+            store = cases_from_store(options.observe, options.agent_name or default_agent_name(self.root),
+                                     recurring_only=options.recurring_only, held_out=held,
+                                     token=options.observe_token, ca_cert=options.observe_ca_cert)
+            cases = merge_cases(cases, store.cases)
+            self.recoveries += tuple(store.recoveries)
+            misnamed = store.misnamed
+            if misnamed:
+                self.flags.append(misnamed)
         training = [c for c in cases if not c.held_out]
         if not training:
-            raise NoCases("no training cases: every case is held out, or there are none")
+            raise NoCases("no training cases: every case is held out, or there are none"
+                          + (f"; {misnamed}" if misnamed else ""))
         return training, [c for c in cases if c.held_out]
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,11 @@ from lousho.agent.verdict import Check
 from lousho.improve.errors import CheckModuleInvalid, CheckRaised
 from lousho.improve.probe import Probe
 from lousho.improve.records import Case
+
+# The check module runs in lousho's own interpreter (the step's, the daemon's): what it imports (the agent's
+# framework, its tools) must be installed there.
+IMPORT_HINT = ("the check module runs in lousho's own Python: install lousho in the agent's environment and run "
+               "lousho from there (or install the missing package where lousho is); see docs/improve.md")
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,9 @@ def load_check_module(source: str | Path | ModuleType | CheckModule | Check) -> 
         try:
             module = agent_directory.exec_module(Path(source), "check")
         except AgentDirInvalid as e:
+            if isinstance(e.__context__, ImportError):  # the loader's error hides the cause; its context keeps it
+                raise CheckModuleInvalid(f"{e.message} (in {sys.executable})", code="LOUSHO_IMPROVE_CHECK_IMPORT",
+                                         hint=IMPORT_HINT) from None
             raise CheckModuleInvalid(e.message) from None
         return _from_module(module, str(source))
     if isinstance(source, ModuleType):

@@ -1,10 +1,11 @@
 """An order-desk agent on the plain ``openai`` SDK: no lousho framework, one tool loop.
 
 It reads its instructions and skills from its harness directory (``harness/``) on every run, so an edit the
-improve loop applies there takes effect on the next run. Its traces are standard OpenTelemetry: the official
-OpenAI instrumentation (``opentelemetry-instrumentation-openai-v2``, when installed) records each model call,
-and ``lousho.observe.agent_run`` opens the run's root span with the agent's name, the harness revision, the
-case and the verdict of ``check.py``.
+improve loop applies there takes effect on the next run. Its traces are standard OpenTelemetry: the OpenTelemetry
+GenAI instrumentation for OpenAI (``opentelemetry-instrumentation-genai-openai``) records each model call, and
+``lousho.observe.agent_run`` opens the run's root span with the agent's name, the harness revision, the case
+and the verdict of ``check.py``. With ``--observe`` and that package missing it stops with a message (exit 2)
+rather than send runs without their model calls; ``--no-instrumentation`` sends the root spans alone.
 
     python agent.py ask "where is order A-1?"          # one question
     python agent.py traffic --kind usual --runs 40     # live traffic, each run scored by check.py
@@ -16,9 +17,11 @@ variables), and ``ORDER_DESK_MODEL``. ``--observe URL`` sends the traces to a lo
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,10 +131,16 @@ def questions(kind: str, count: int, seed: int) -> list[tuple[str, str]]:
     return out
 
 
-def tracing(observe: str | None) -> Any:
-    """A standard OTel SDK setup: an OTLP/HTTP exporter to the daemon, the OpenAI instrumentation if installed."""
+# The GenAI instrumentation for OpenAI that imports with today's openai (opentelemetry-instrumentation-openai-v2
+# no longer does). Prompts and answers in its spans are opt-in: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT.
+INSTRUMENTATION = ("opentelemetry-instrumentation-genai-openai", "opentelemetry.instrumentation.genai.openai")
+
+
+def tracing(observe: str | None, instrumentation: bool = True) -> Any:
+    """A standard OTel SDK setup: an OTLP/HTTP exporter to the daemon and the OpenAI instrumentation."""
     if observe is None:
         return None
+    instrumentor = openai_instrumentor() if instrumentation else None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -139,18 +148,29 @@ def tracing(observe: str | None) -> Any:
 
     provider = TracerProvider(resource=Resource.create({"service.name": AGENT_NAME}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{observe.rstrip('/')}/v1/traces")))
-    try:
-        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-    except ImportError:
-        pass  # optional: the helper's root span alone is what the loop needs
-    else:
-        OpenAIInstrumentor().instrument(tracer_provider=provider)
+    if instrumentor is not None:
+        os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+        instrumentor.instrument(tracer_provider=provider)
     return provider
+
+
+def openai_instrumentor() -> Any:
+    """The instrumentation, or exit 2 saying what to install: an ImportError swallowed here would send runs with
+    no model call in them, and nothing would say why."""
+    package, module = INSTRUMENTATION
+    try:
+        return importlib.import_module(module).OpenAIInstrumentor()
+    except ImportError as e:
+        sys.exit(f"order-desk: cannot import the OpenAI instrumentation ({module}): {type(e).__name__}: {e}\n"
+                 f"hint: pip install {package} (in this Python: {sys.executable}), or pass --no-instrumentation "
+                 "to send the run spans without the model calls")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--observe", default=os.environ.get("LOUSHO_URL"), help="the lousho daemon's URL")
+    parser.add_argument("--no-instrumentation", action="store_true",
+                        help="send only the run spans, without the OpenAI instrumentation's model calls")
     commands = parser.add_subparsers(dest="command", required=True)
     ask = commands.add_parser("ask")
     ask.add_argument("question")
@@ -159,7 +179,7 @@ def main() -> None:
     traffic.add_argument("--runs", type=int, default=20)
     traffic.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    provider = tracing(args.observe)
+    provider = tracing(args.observe, instrumentation=not args.no_instrumentation)
     try:
         if args.command == "ask":
             print(run(args.question, tracer_provider=provider))

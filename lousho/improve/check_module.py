@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,11 @@ from lousho.agent.verdict import Check
 from lousho.improve.errors import CheckModuleInvalid, CheckRaised
 from lousho.improve.probe import Probe
 from lousho.improve.records import Case
+
+# The check module runs in lousho's own interpreter (the step's, the daemon's): what it imports (the agent's
+# framework, its tools) must be installed there.
+IMPORT_HINT = ("the check module runs in lousho's own Python: install lousho in the agent's environment and run "
+               "lousho from there (or install the missing package where lousho is); see docs/improve.md")
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,9 @@ def load_check_module(source: str | Path | ModuleType | CheckModule | Check) -> 
         try:
             module = agent_directory.exec_module(Path(source), "check")
         except AgentDirInvalid as e:
+            if isinstance(e.__context__, ImportError):  # the loader's error hides the cause; its context keeps it
+                raise CheckModuleInvalid(f"{e.message} (in {sys.executable})", code="LOUSHO_IMPROVE_CHECK_IMPORT",
+                                         hint=IMPORT_HINT) from None
             raise CheckModuleInvalid(e.message) from None
         return _from_module(module, str(source))
     if isinstance(source, ModuleType):
@@ -54,10 +63,16 @@ def module_cases(module: CheckModule) -> list[Case]:
         cases = [Case.from_value(v, i) for i, v in enumerate(values)]
     except TypeError as e:
         raise CheckModuleInvalid(f"{module.name}: cases(): {e}") from None
-    ids = [c.id for c in cases]
-    duplicate = next((i for i in ids if ids.count(i) > 1), None)
-    if duplicate is not None:
-        raise CheckModuleInvalid(f"{module.name}: cases(): the id {duplicate!r} is used twice")
+    return unique_ids(cases, f"{module.name}: cases()")
+
+
+def unique_ids(cases: list[Case], where: str) -> list[Case]:
+    """Every count of a step is keyed by case id: two cases under one id would be one case run twice as often."""
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise CheckModuleInvalid(f"{where}: the id {case.id!r} is used twice")
+        seen.add(case.id)
     return cases
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lousho.improve.cache import Cache, Ledger, cached_run
+from lousho.improve.errors import ImproveError
 from lousho.improve.harness import Harness, materialize
 from lousho.improve.probe import Probe
 from lousho.improve.records import Case, RunRecord
@@ -38,6 +39,9 @@ class Runner:
         where = self.harness_dir(harness)
         out: dict[str, list[RunRecord]] = {}
         for case in cases:
+            if case.id in out:
+                # Counts are keyed by id: a second case under one id would count its runs as the first's.
+                raise ImproveError(f"two cases share the id {case.id!r}; a step's cases must have unique ids")
             records = out.setdefault(case.id, [])
             for repeat in repeats:
                 record = cached_run(self.cache, self.ledger, self.probe_id, harness.revision, case, repeat,

@@ -27,7 +27,7 @@ from lousho.agent import directory as agent_directory
 from lousho.agent.verdict import Check
 from lousho.improve import injection
 from lousho.improve.cache import Cache, CachedClient, Ledger
-from lousho.improve.check_module import CheckModule, load_check_module, module_cases
+from lousho.improve.check_module import CheckModule, load_check_module, module_cases, unique_ids
 from lousho.improve.composer import Probed, compose
 from lousho.improve.editors import EditorSpec, Evidence, Proposal, run_editor
 from lousho.improve.errors import CheckModuleInvalid, ImproveError, NoCases, ProbeFailed, Stopped
@@ -40,7 +40,7 @@ from lousho.improve.records import Case, Recovery, RunRecord
 from lousho.improve.result import Cost, Decision, ImproveResult
 from lousho.improve.runner import Runner
 from lousho.improve.selector import select_harness
-from lousho.improve.store_cases import cases_from_store
+from lousho.improve.store_cases import cases_from_store, merge_cases
 from lousho.kernel.errors import LoushoError
 from lousho.models.config import ModelConfig
 from lousho.models.protocol import ModelClient
@@ -169,23 +169,27 @@ class _Step:
     def _cases(self) -> tuple[list[Case], list[Case]]:
         if self.inputs.cases is not None:
             try:
-                cases = [Case.from_value(v, i) for i, v in enumerate(self.inputs.cases)]
+                cases = unique_ids([Case.from_value(v, i) for i, v in enumerate(self.inputs.cases)], "cases")
             except TypeError as e:
                 raise CheckModuleInvalid(f"cases: {e}") from None
         else:
             cases = module_cases(self.module)
         options = self.options
+        misnamed = None
         if options.observe is not None:
             held = [c.id for c in cases if c.held_out]
-            stored, recoveries = cases_from_store(options.observe, options.agent_name or default_agent_name(self.root),
-                                                  recurring_only=options.recurring_only, held_out=held,
-                                                  token=options.observe_token, ca_cert=options.observe_ca_cert)
-            known = {c.input for c in cases}
-            cases += [c for c in stored if c.input not in known]
-            self.recoveries += tuple(recoveries)
+            store = cases_from_store(options.observe, options.agent_name or default_agent_name(self.root),
+                                     recurring_only=options.recurring_only, held_out=held,
+                                     token=options.observe_token, ca_cert=options.observe_ca_cert)
+            cases = merge_cases(cases, store.cases)
+            self.recoveries += tuple(store.recoveries)
+            misnamed = store.misnamed
+            if misnamed:
+                self.flags.append(misnamed)
         training = [c for c in cases if not c.held_out]
         if not training:
-            raise NoCases("no training cases: every case is held out, or there are none")
+            raise NoCases("no training cases: every case is held out, or there are none"
+                          + (f"; {misnamed}" if misnamed else ""))
         return training, [c for c in cases if c.held_out]
 
 

@@ -29,7 +29,9 @@ def check_agent(agent: AgentSpec) -> None:
     try:
         load_check_module(agent.check)
     except LoushoError as e:
-        raise AgentCheckInvalid(f"--agent {agent.name}: {e.message}") from None
+        # A package the module imports is missing from this interpreter: improve's hint (where to install) is the fix.
+        hint = e.hint if e.code == "LOUSHO_IMPROVE_CHECK_IMPORT" else None
+        raise AgentCheckInvalid(f"--agent {agent.name}: {e.message}", hint=hint) from None
 
 
 def check_model_url(url: str) -> None:

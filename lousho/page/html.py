@@ -9,6 +9,7 @@ quoted and escaped the same way. The page carries no script at all; the CSP forb
 from __future__ import annotations
 
 import html
+import math
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -113,6 +114,17 @@ def number(value: int | float | None, digits: int = 0) -> str:
     if value is None:
         return ""
     return f"{value:,.{digits}f}"
+
+
+def usd(value: float | None) -> str:
+    """A cost in dollars: four decimals, and more below $0.0001 (a small model's call costs millionths of a
+    dollar; "$0.0000" would hide it) so two significant digits show."""
+    if value is None:
+        return ""
+    if value == 0:
+        return "$0"
+    digits = max(4, 1 - math.floor(math.log10(abs(value))))
+    return f"${value:,.{digits}f}"
 
 
 def verdict(passed: bool | None) -> Safe:

@@ -17,6 +17,7 @@ from lousho.page.html import (
     segment,
     short,
     table,
+    usd,
     verdict,
     when,
 )
@@ -68,7 +69,7 @@ def _summary(run: dict[str, Any]) -> Safe:
         "model": run.get("model"),
         "calls": f"{run.get('model_calls') or 0} model, {run.get('tool_calls') or 0} tool",
         "tokens": tokens,
-        "cost": f"${run['cost_usd']:.4f}" if run.get("cost_usd") is not None else None,
+        "cost": usd(run.get("cost_usd")) or None,
         "error": join([el("code", run.get("error_type") or ""), " ", _cut(run, "error_message")])
         if run.get("error_type") or run.get("error_message") else None,
         "healed from": _run_link(run["healed_from"]) if run.get("healed_from") else None,

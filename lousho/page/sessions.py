@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lousho.page.data import Reader
-from lousho.page.html import Safe, el, join, number, segment, table, when
+from lousho.page.html import Safe, el, join, number, segment, table, usd, when
 
 # Runs of one session the list links; a longer session says how many more it has.
 SHOWN_RUNS = 20
@@ -32,7 +32,7 @@ def render_sessions(rows: list[dict[str, Any]], pages: Safe) -> Safe:
         if r["run_count"] > len(runs):
             runs.append(el("span", f"and {r['run_count'] - len(runs):,} more", cls="muted"))
         rate = "" if r["pass_rate"] is None else f"{r['pass_rate']:.2f}"
-        cost = "" if r["cost_usd"] is None else f"${r['cost_usd']:.6f}"
+        cost = usd(r["cost_usd"])
         lines.append([el("code", r["session_id"]),
                       el("a", r["agent"], href="/agents/" + segment(r["agent"])) if r["agent"] else "",
                       el("td", number(r["turns"]), cls="num"), join([join([run, " "]) for run in runs]),

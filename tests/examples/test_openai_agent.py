@@ -81,3 +81,26 @@ def test_make_example_heals_the_regression_through_the_trigger_and_touches_only_
     # Nothing outside the harness changed: not the agent's code, its check, its data; no side effect ran.
     assert files(agent_dir) == files(EXAMPLE)
     assert not (agent_dir / "outbox.jsonl").exists()
+
+
+def _agent(prelude: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """agent.py as ``python agent.py ARGS`` runs it, after ``prelude`` (which may hide a package)."""
+    code = (f"import runpy, sys\n{prelude}\nsys.argv = ['agent.py', *{list(args)!r}]\n"
+            f"runpy.run_path({str(EXAMPLE / 'agent.py')!r}, run_name='__main__')\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=EXAMPLE)
+
+
+def test_the_example_stops_with_a_message_when_its_instrumentation_cannot_be_imported() -> None:
+    # As on an environment where the package is missing (or, like openai-v2 with today's openai, does not import).
+    hidden = "sys.modules['opentelemetry.instrumentation.genai.openai'] = None"
+    done = _agent(hidden, "--observe", "http://127.0.0.1:9", "ask", "where is A-1?")
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "cannot import the OpenAI instrumentation (opentelemetry.instrumentation.genai.openai)" in done.stderr
+    assert "pip install opentelemetry-instrumentation-genai-openai" in done.stderr
+    assert "--no-instrumentation" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_instrumentation_the_example_names_imports_with_the_openai_we_depend_on() -> None:
+    done = _agent("sys.path.insert(0, '.')\nimport agent\nagent.openai_instrumentor().instrument()\n"
+                  "print('instrumented')\nsys.exit(0)")
+    assert done.returncode == 0 and done.stdout.strip() == "instrumented", done.stderr

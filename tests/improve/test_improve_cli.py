@@ -7,11 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from improve_support import ADD_FIX, NOOP, editor_script, make_agent
+import pytest
+from agent_runs import emit_run
+from improve_support import ADD_FIX, HELD_OUT, NOOP, editor_script, make_agent
 from test_step import tree_hash
 
 from lousho.models.config import ModelConfig
 from lousho.models.scripted import ScriptedModelServer
+from lousho.observe.client.export import instrument
+from lousho.observe.client.process import DaemonProcess
 
 
 def lousho(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,3 +62,29 @@ def test_the_cli_refuses_bad_options_as_usage_errors(tmp_path: Path) -> None:
     agent, check = make_agent(tmp_path)
     done = lousho("improve", str(agent), "--check", str(check), "--proposers", "5")
     assert done.returncode == 2 and "proposers" in done.stderr
+
+
+@pytest.mark.system
+def test_the_cli_names_agent_name_when_the_failures_are_under_another_agent(tmp_path: Path, daemon: DaemonProcess,
+                                                                           agent_model: ModelConfig) -> None:
+    # The agent's runs carry the framework's name, not agent.toml's ("ledger"): the step reads none of them.
+    provider = instrument("graph", daemon.url, batch=True)
+    for i in range(4):
+        emit_run(provider, f"g-{i}", agent="langgraph-bot", revision="r1", case=f"c{i}", input_text=f"add {i} 2",
+                 outcome="fail" if i % 2 else "error")
+    provider.shutdown()
+    only_held_out = make_agent(tmp_path / "a", cases=HELD_OUT)
+    done = lousho("improve", str(only_held_out[0]), "--check", str(only_held_out[1]), "--model-url", agent_model.url,
+                  "--model", "agent", "--observe", daemon.url, "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "LOUSHO_IMPROVE_NO_CASES"
+    assert "'ledger'" in error["message"] and "'langgraph-bot' (4 failed runs)" in error["message"]
+    assert "--agent-name langgraph-bot" in error["message"]
+
+    # With cases of its own the step runs, and says so in the card.
+    agent, check = make_agent(tmp_path / "b", cases=[{"id": "notes", "input": "note: a, b"}])
+    card = lousho("improve", str(agent), "--check", str(check), "--model-url", agent_model.url, "--model", "agent",
+                  "--observe", daemon.url)
+    assert card.returncode == 0, card.stderr
+    assert "FLAG" in card.stdout and "--agent-name langgraph-bot" in card.stdout

@@ -74,3 +74,25 @@ def test_the_shadow_hook_keeps_tools_that_are_not_read_only_from_running(tmp_pat
                                                                editor_model=ModelConfig(editor.url, "e")))
         assert result.outcome == "proposal", result.reason
         assert effects.exists() is expect_effects
+
+
+@pytest.mark.system
+def test_a_check_module_case_and_a_live_case_with_the_same_id_are_two_cases(tmp_path: Path, daemon: DaemonProcess,
+                                                                          agent_model: ModelConfig) -> None:
+    # The module's case "add-a" and a live failure recorded under the case id "add-a" hold different inputs:
+    # two cases, each run three times, never one case with six runs.
+    agent, check = make_agent(tmp_path, cases=[{"id": "add-a", "input": "add 1 1 1"}, *HELD_OUT])
+    setup = AgentSetup(agent, agent_model, f"sqlite:///{tmp_path / 'runs.db'}", daemon.url, check_path=check,
+                       batch_export=True)
+    with open_agent(setup, {}) as runner:
+        runner.send("add 10 20 5", options=RunOptions(case_id="add-a"))
+    with ScriptedModelServer(editor_script({"invariant": [ADD_FIX]})) as editor:
+        result = improve_agent(agent, check, StepOptions(model=agent_model, editor_model=ModelConfig(editor.url, "e"),
+                                                           observe=daemon.url))
+    assert result.outcome == "proposal", result.reason
+    search = next(d for d in result.decisions if d.kind == "search")
+    assert search.evidence == {"training case 1": "0/3", "training case 2": "0/3"}
+    assert sorted(c.input for c in result.training) == ["add 1 1 1", "add 10 20 5"]
+    assert len({c.id for c in result.training}) == 2
+    gate = next(d for d in result.decisions if d.kind == "gate")
+    assert all(row["runs"] == 3 and row["base"] <= 3 for row in gate.evidence["rows"])

@@ -65,6 +65,20 @@ def test_a_bad_agent_exits_2_at_start_with_a_code_and_a_hint(harness: Path, tmp_
 
 
 @pytest.mark.system
+def test_a_check_module_that_imports_a_package_lousho_cannot_see_names_the_fix(harness: Path, tmp_path: Path) -> None:
+    # The check module imports the agent's framework; the daemon imports it in lousho's own interpreter.
+    (tmp_path / "framework_check.py").write_text("import agent_framework_absent_here\n\n"
+                                                 "def check(input, output):\n    return True\n")
+    done = observe("--db", str(tmp_path / "o.duckdb"), "--agent", f"x={harness}:{tmp_path / 'framework_check.py'}")
+    assert done.returncode == 2, done.stderr
+    assert "error LOUSHO_OBSERVE_AGENT_CHECK_INVALID: " in done.stderr
+    assert "No module named 'agent_framework_absent_here'" in done.stderr and sys.executable in done.stderr
+    hint = done.stderr.split("\nhint: ", 1)[1]
+    assert "install lousho in the agent's environment" in hint and "docs/improve.md" in hint
+    assert "Traceback" not in done.stderr and not (tmp_path / "o.duckdb").exists()
+
+
+@pytest.mark.system
 @pytest.mark.parametrize(("flags", "env"), [
     (["--editor-model-url", "localhost:9/v1"], {}),
     ([], {"LOUSHO_EDITOR_MODEL_URL": "localhost:9/v1"}),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +55,23 @@ def target_options(fn: Any) -> Any:
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    ctx.meta[f"lousho.observe.{param.name}"] = value
+    # ctx.meta is shared by a group and its sub-command, both of which take these options: an option left
+    # out after the sub-command must not erase the one given before it.
+    key = f"lousho.observe.{param.name}"
+    if value is not None or key not in ctx.meta:
+        ctx.meta[key] = value
     return value
+
+
+TARGET = ("url", "db", "token")
+
+
+def group_target(ctx: click.Context, **given: Any) -> dict[str, Any]:
+    """The store options of a sub-command of a group that takes them too (``lousho runs --db F show RUN`` and
+    ``lousho runs show RUN --db F``): the sub-command's where typed on its command line, else the group's."""
+    parent = dict(ctx.obj or {})
+    return {name: given[name] if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+            or parent.get(name) is None else parent[name] for name in TARGET}
 
 
 def _token(token: str | None, token_file: Path | None) -> str | None:
@@ -159,7 +175,13 @@ RUN_COLUMNS = (
 )
 
 
-@click.group(invoke_without_command=True)
+class RunsGroup(click.Group):
+    # Options of the listing itself (``lousho runs``), not of its sub-commands; the store options
+    # (target_options) are taken by both, before or after the sub-command (tests/test_cli_group_options.py).
+    listing_only = ("agent", "failed", "limit", "as_json")
+
+
+@click.group(cls=RunsGroup, invoke_without_command=True)
 @target_options
 @click.option("--agent", default=None, help="Only this agent's runs.")
 @click.option("--failed", is_flag=True, help="Only runs that errored or failed their check.")
@@ -196,13 +218,15 @@ def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: i
 
 @runs.command("show")
 @click.argument("run_id")
+@target_options
 @click.option("--json", "as_json", is_flag=True, help="The run, its spans and scores as JSON.")
 @click.option("--width", type=click.IntRange(min=40), default=None,
               help="Columns to print in (default: the terminal's, 200 for a pipe).")
 @click.pass_context
-def runs_show(ctx: click.Context, run_id: str, as_json: bool, width: int | None) -> None:
+def runs_show(ctx: click.Context, run_id: str, url: str | None, db: Path | None, token: str | None, as_json: bool,
+              width: int | None) -> None:
     """One run: its summary, span tree (every attempt) and scores."""
-    store = open_store(**ctx.obj)
+    store = open_store(**group_target(ctx, url=url, db=db, token=token))
     try:
         run = store.frame(f"SELECT {RUN_COLUMNS}, input, output, last_trace_id FROM ({runs_select('run_id = ?')})",
                         [run_id])
@@ -241,30 +265,82 @@ def _print_run(run: pl.DataFrame, spans: pl.DataFrame, scores: pl.DataFrame, wid
     models = list(dict.fromkeys(m for m in spans["model"] if m))
     console = table_console() if width is None else Console(width=width, highlight=False, markup=False,
                                                              emoji=False)
-    print_run(console, run.row(0, named=True), models, _span_tree(spans, scores))
+    row = run.row(0, named=True)
+    row["error_message"] = first_line(row["error_message"])  # the whole text: --json and the page
+    print_run(console, row, models, span_tree(spans.iter_rows(named=True), scores.iter_rows(named=True)))
 
 
-def _span_tree(spans: pl.DataFrame, scores: pl.DataFrame) -> Tree:
-    """Every label is ``safe_text``: names, messages and check names are the agent's text."""
+ERROR_LINE_CHARS = 200
+
+
+def first_line(text: str | None) -> str | None:
+    """An error's first non-blank line, cut at ERROR_LINE_CHARS: a traceback's summary, not its frames."""
+    if not text:
+        return text
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= ERROR_LINE_CHARS else line[: ERROR_LINE_CHARS - 1] + "…"
+
+
+def span_tree(spans: Iterable[dict[str, Any]], scores: Iterable[dict[str, Any]]) -> Tree:
+    """The spans under their parents, children by start time. Every label is ``safe_text``: names, messages and
+    check names are the agent's text.
+
+    Built from the parent links, not from the start order: a span that starts in the same millisecond as its
+    parent (an SDK with millisecond clocks, or clocks read in a different order) may sort before it. An error
+    shows its first line once, on the span where it arose: an ancestor that carries the same message shows only
+    its status, and a later span with it says "same error as above".
+    """
     from rich.tree import Tree
 
     from lousho.kernel.text_safety import safe_text
 
-    root = Tree(safe_text("spans"))
-    nodes: dict[str, Tree] = {}
+    rows = list(spans)
+    ids = {row["span_id"] for row in rows}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (r["start_ns"] or 0, r["span_id"])):
+        parent = row["parent_span_id"] if row["parent_span_id"] in ids else None
+        children.setdefault(parent, []).append(row)
     by_span: dict[str, list[dict[str, Any]]] = {}
-    for score in scores.iter_rows(named=True):
+    for score in scores:
         by_span.setdefault(score["span_id"], []).append(score)
-    for row in spans.iter_rows(named=True):
-        parent = nodes.get(row["parent_span_id"] or "", None)
+    below: dict[str, set[str]] = {}  # the error lines of each span's descendants
+
+    def errors_below(row: dict[str, Any]) -> set[str]:
+        below[row["span_id"]] = found = set()  # set first: a cycle of parent links ends here
+        for child in children.get(row["span_id"], []):
+            if child["span_id"] not in below:
+                found |= errors_below(child)
+            if child["status_message"]:
+                found.add(first_line(child["status_message"]) or "")
+        return found
+
+    tops = list(children.get(None, []))
+    for top in tops:
+        errors_below(top)
+    # Spans in a cycle of parent links reach no top: drawn at the top rather than dropped.
+    for row in rows:
+        if row["span_id"] not in below:
+            tops.append(row)
+            errors_below(row)
+    shown: set[str] = set()
+    drawn: set[str] = set()
+    root = Tree(safe_text("spans"))
+    stack = [(root, row) for row in reversed(tops)]
+    while stack:
+        parent_node, row = stack.pop()
+        if row["span_id"] in drawn:
+            continue
+        drawn.add(row["span_id"])
         ms = (row["duration_ns"] or 0) / 1e6
         label = f"{row['name']}  [{row['status_code']}] {ms:.1f} ms"
-        if row["status_message"]:
-            label += f"  {row['status_message']}"
-        node = (parent or root).add(safe_text(label))
+        line = first_line(row["status_message"])
+        if line and line not in below.get(row["span_id"], set()):
+            label += "  (same error as above)" if line in shown else f"  {line}"
+            shown.add(line)
+        node = parent_node.add(safe_text(label))
         for score in by_span.get(row["span_id"], []):
             verdict = {True: "pass", False: "fail"}.get(score["passed"], score["score_label"])
             extra = f" (failed check: {score['failed_check']})" if score["failed_check"] else ""
             node.add(safe_text(f"score {score['name']} = {score['score_value']} {verdict}{extra}"))
-        nodes[row["span_id"]] = node
+        stack.extend((node, child) for child in reversed(children.get(row["span_id"], [])))
     return root

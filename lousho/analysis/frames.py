@@ -38,16 +38,16 @@ def runs(
         found, revision = resolve_live(store, agent)
         if not found:
             return _empty_runs(store)
+        # The live revision may be the unversioned one (NULL): runs with nothing to fingerprint.
         post_filter, post_params = ["harness_revision IS NOT DISTINCT FROM ?"], [revision]
+    elif revision is not None:
+        post_filter, post_params = ["harness_revision = ?"], [revision]
     else:
         post_filter, post_params = [], []
     # ``runs`` is kept (runs_table.py): filtering its rows costs less than aggregating even a few runs.
     if agent is not None:
         post_filter.append("agent = ?")
         post_params.append(agent)
-    if revision is not None and not post_params:
-        post_filter.append("harness_revision = ?")
-        post_params.append(revision)
     if since is not None:
         post_filter.append("started_ns >= ?")
         post_params.append(_ns(since))

@@ -51,6 +51,7 @@ def _span(rng: random.Random, trace: str, span_id: str, parent: str | None, star
         "output_text": pick((None, "Sunny.", "Rain.")),
         "cache_read_tokens": pick((None, 3)), "cache_creation_tokens": pick((None, 4)),
         "reasoning_tokens": pick((None, 8)),
+        "fingerprint": pick((None, None, "print-a", "print-b")), "revision_source": pick((None, None, "version")),
     }
 
 

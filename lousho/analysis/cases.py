@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from lousho.analysis.frames import LIVE, live_revision
+from lousho.analysis.frames import LIVE, resolve_live
 from lousho.observe.client.store_client import StoreClient
 from lousho.observe.runs.runs_view import runs_select
 
@@ -17,7 +17,7 @@ _FAILED = "(status = 'error' OR passed = false)"
 
 _CASES = """
 WITH r AS (
-    SELECT * FROM ({runs}) WHERE agent = ? AND harness_revision = ? AND NOT probe AND {failed}
+    SELECT * FROM ({runs}) WHERE agent = ? AND harness_revision IS NOT DISTINCT FROM ? AND NOT probe AND {failed}
 ), checks AS (
     SELECT r.run_id, list(DISTINCT s.failed_check ORDER BY s.failed_check) AS checks
     FROM r JOIN scores s ON s.trace_id = r.last_trace_id
@@ -69,21 +69,22 @@ ORDER BY h.started_ns
 
 
 def cases_from_failures(
-    store: StoreClient, agent: str, revision: str = LIVE, recurring_only: bool = False
+    store: StoreClient, agent: str, revision: str | None = LIVE, recurring_only: bool = False
 ) -> pl.DataFrame:
     """Failed runs (errored, or failed their check) of one revision, grouped into cases.
 
     ``revision="live"`` is the newest revision the agent's non-probe runs used: failures of older
-    revisions say nothing about the harness in use. Probe runs are never counted. With
+    revisions say nothing about the harness in use. Runs with no revision (``revision=None``, or live
+    when none of the agent's runs has one) are one unversioned revision. Probe runs are never counted. With
     ``recurring_only`` (auto mode learns only from these), a case must have failed in two or more
     runs. Columns: case_id, input, failed_outputs, errors, failed_checks, run_ids, count,
     first_seen, last_seen, revision. An unknown agent or revision gives an empty frame.
     """
     if revision == LIVE:
-        resolved = live_revision(store, agent)
-        if resolved is None:
+        # A live revision of None is the unversioned one (runs with nothing to fingerprint): its cases count.
+        found, revision = resolve_live(store, agent)
+        if not found:
             return _empty(store, _CASES, agent)
-        revision = resolved
     # ``runs`` is kept (runs_table.py): its rows filtered, not the agent's spans aggregated.
     query = _CASES.format(runs="SELECT * FROM runs", failed=_FAILED,
                           having="HAVING count(*) >= 2" if recurring_only else "")

@@ -35,17 +35,19 @@ def runs(
     if revision == LIVE:
         if agent is None:
             raise ValueError("revision='live' needs an agent")
-        revision = live_revision(store, agent)
-        if revision is None:
+        found, revision = resolve_live(store, agent)
+        if not found:
             return _empty_runs(store)
+        # The live revision may be the unversioned one (NULL): runs with nothing to fingerprint.
+        post_filter, post_params = ["harness_revision IS NOT DISTINCT FROM ?"], [revision]
+    elif revision is not None:
+        post_filter, post_params = ["harness_revision = ?"], [revision]
+    else:
+        post_filter, post_params = [], []
     # ``runs`` is kept (runs_table.py): filtering its rows costs less than aggregating even a few runs.
-    post_filter, post_params = [], []
     if agent is not None:
         post_filter.append("agent = ?")
         post_params.append(agent)
-    if revision is not None:
-        post_filter.append("harness_revision = ?")
-        post_params.append(revision)
     if since is not None:
         post_filter.append("started_ns >= ?")
         post_params.append(_ns(since))
@@ -64,14 +66,24 @@ def _column(name: str) -> str:
 
 
 def live_revision(store: StoreClient, agent: str) -> str | None:
-    """The newest harness revision the agent's non-probe runs used; None when it has none."""
-    # Over the runs, not the spans with a lousho run id: a run may be any GenAI trace (runs_view).
+    """The newest harness revision the agent's non-probe runs used; None when it has none (no runs, or
+    runs with nothing to fingerprint: see ``resolve_live``)."""
+    return resolve_live(store, agent)[1]
+
+
+def resolve_live(store: StoreClient, agent: str) -> tuple[bool, str | None]:
+    """(whether the agent has non-probe runs, its live revision): a live revision of None with runs is the
+    unversioned one."""
+    # Over the runs, not the spans with a lousho run id: a run may be any GenAI trace (runs_view). Runs
+    # with no revision at all (nothing to fingerprint) are one unversioned revision, live when no run has one.
     frame = store.sql(
-        "SELECT arg_max(harness_revision, started_ns) AS revision FROM runs "
-        "WHERE agent = ? AND harness_revision IS NOT NULL AND NOT probe",
+        "SELECT count(*) AS n, arg_max(harness_revision, started_ns) AS revision FROM runs "
+        "WHERE agent = ? AND NOT probe",
         [agent],
     )
-    return frame["revision"][0] if frame.height else None
+    if not frame.height or not frame["n"][0]:
+        return False, None
+    return True, frame["revision"][0]
 
 
 # What ``pass_rates`` reads of a run.

@@ -77,9 +77,10 @@ def agent_names(reader: Reader) -> list[str]:
 
 def revisions(reader: Reader, agent: str | None) -> list[str]:
     """Harness revisions, newest first (of ``agent`` when given)."""
-    where, params = ("AND agent_name = ?", [agent]) if agent else ("", [])
+    # Over the kept runs, not the spans: a revision may be derived (``auto:``) from the run's spans.
+    where, params = ("AND agent = ?", [agent]) if agent else ("", [])
     rows = reader.rows(
-        f"SELECT harness_revision AS revision, max(start_ns) AS last_ns FROM spans "
+        f"SELECT harness_revision AS revision, max(started_ns) AS last_ns FROM runs "
         f"WHERE harness_revision IS NOT NULL {where} GROUP BY harness_revision ORDER BY last_ns DESC LIMIT 500",
         params)
     return [r["revision"] for r in rows]
@@ -173,13 +174,14 @@ def monitor_outcomes(reader: Reader, agent: str, before: str, after: str,
     """As the live monitor reads them: the newest ``LAST_LOOK`` scored non-probe runs of ``before`` that
     started before the apply, and the scored non-probe runs of ``after`` from the apply on (at most
     ``LAST_LOOK``), each oldest first."""
+    # The kept runs: a derived revision (``auto:``) is no span's, so the spans cannot be narrowed by it.
     base = reader.rows(
-        f"SELECT passed FROM ({runs_select('agent_name = ? AND harness_revision = ?')}) "
+        "SELECT passed FROM runs "
         "WHERE agent = ? AND harness_revision = ? AND NOT probe AND passed IS NOT NULL AND started_ns < ? "
-        "ORDER BY started_ns DESC, run_id DESC LIMIT ?", [agent, before, agent, before, applied_ns, LAST_LOOK])
+        "ORDER BY started_ns DESC, run_id DESC LIMIT ?", [agent, before, applied_ns, LAST_LOOK])
     applied = reader.rows(
-        f"SELECT passed FROM ({runs_select('agent_name = ? AND harness_revision = ? AND start_ns >= ?')}) "
+        "SELECT passed FROM runs "
         "WHERE agent = ? AND harness_revision = ? AND NOT probe AND passed IS NOT NULL AND started_ns >= ? "
         "ORDER BY started_ns, run_id LIMIT ?",
-        [agent, after, applied_ns, agent, after, applied_ns, LAST_LOOK])
+        [agent, after, applied_ns, LAST_LOOK])
     return [bool(r["passed"]) for r in reversed(base)], [bool(r["passed"]) for r in applied]

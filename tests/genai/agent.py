@@ -4,7 +4,8 @@ Run as a child process (each instrumentation patches the openai client for the w
 
     python tests/genai/agent.py --instrumentation openinference --model-url URL --otlp URL --plan PLAN.json
 
-The plan is a JSON list of runs, each ``{"input": str, "verdict": "pass" | "fail" | null, "session": str | null}``.
+The plan is a JSON list of runs, each ``{"input": str, "verdict": "pass" | "fail" | null, "session": str | null,
+"tool_error": bool}`` (``tool_error``: the tool fails once and the agent handles it).
 A run is an ``invoke_agent`` root span (for the openai-SDK flavours built here with the GenAI attributes; for
 Pydantic AI its own), a model call that asks for the ``get_weather`` tool, the tool, a second model call, and a
 ``gen_ai.evaluation.result`` event carrying the verdict. An input starting with "fault" makes the provider
@@ -33,6 +34,9 @@ INSTRUMENTATIONS = ("openinference", "traceloop", "otel-genai", "pydantic-ai")
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+NO_TOOLS = False  # --no-tools: the SDK flavours' model calls offer no tool
 
 
 def get_weather(city: str) -> str:
@@ -84,17 +88,24 @@ def sdk_run(client: Any, tracer: trace.Tracer, args: argparse.Namespace, step: d
         attributes["gen_ai.agent.version"] = args.version
     if step.get("session") and args.instrumentation != "openinference":
         attributes["gen_ai.conversation.id"] = step["session"]
-    with tracer.start_as_current_span(f"invoke_agent {args.agent}", kind=SpanKind.INTERNAL,
-                                      attributes=attributes) as root:
-        answer = converse(client, tracer, args.model, step["input"])
+    name = f"invoke_agent {args.agent}"
+    if args.root == "chain":  # an OpenInference chain root (LangGraph's, LlamaIndex's): no agent span
+        attributes = {"openinference.span.kind": "CHAIN", "input.value": step["input"]}
+        name = args.agent
+    with tracer.start_as_current_span(name, kind=SpanKind.INTERNAL, attributes=attributes) as root:
+        answer = converse(client, tracer, args.model, step["input"], args.system, bool(step.get("tool_error")))
         if step.get("verdict"):
             evaluation(root, step["verdict"])
         return format(root.get_span_context().trace_id, "032x") if answer is not None else ""
 
 
-def converse(client: Any, tracer: trace.Tracer | None, model: str, text: str) -> str | None:
+def converse(client: Any, tracer: trace.Tracer | None, model: str, text: str, system: str | None = None,
+             tool_error: bool = False) -> str | None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
-    reply = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    tools = {} if NO_TOOLS else {"tools": TOOLS}
+    reply = client.chat.completions.create(model=model, messages=messages, **tools)
     message = reply.choices[0].message
     if not message.tool_calls:
         return message.content
@@ -104,12 +115,18 @@ def converse(client: Any, tracer: trace.Tracer | None, model: str, text: str) ->
         if tracer is None:
             result = get_weather(city)
         else:
-            with tracer.start_as_current_span(f"execute_tool {call.function.name}", attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.function.name,
-                    "gen_ai.tool.call.id": call.id}):
+            try:
+                with tracer.start_as_current_span(f"execute_tool {call.function.name}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.function.name,
+                        "gen_ai.tool.call.id": call.id}):
+                    if tool_error:
+                        raise TimeoutError("the weather service timed out")
+                    result = get_weather(city)
+            except TimeoutError:
+                # Handled as frameworks do: the tool's error goes back to the model, then the real call.
                 result = get_weather(city)
         messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-    return client.chat.completions.create(model=model, messages=messages, tools=TOOLS).choices[0].message.content
+    return client.chat.completions.create(model=model, messages=messages, **tools).choices[0].message.content
 
 
 def pydantic_ai_runner(args: argparse.Namespace, tracer: trace.Tracer) -> Callable[[dict[str, Any]], str]:
@@ -119,16 +136,21 @@ def pydantic_ai_runner(args: argparse.Namespace, tracer: trace.Tracer) -> Callab
     from pydantic_ai.providers.openai import OpenAIProvider
     client = AsyncOpenAI(base_url=args.model_url, api_key="sk-test", max_retries=0)
     model = OpenAIChatModel(args.model, provider=OpenAIProvider(openai_client=client))
-    agent = Agent(model, name=args.agent)
+    agent = Agent(model, name=args.agent, system_prompt=args.system or ())
     seen: dict[str, trace.SpanContext] = {}
 
     @agent.tool_plain(name="get_weather")
     def weather(city: str) -> str:
         seen["context"] = trace.get_current_span().get_span_context()
+        if seen.pop("fail_tool", False):
+            # Pydantic AI handles it: the model is asked again, the tool's span ends in ERROR.
+            from pydantic_ai import ModelRetry
+            raise ModelRetry("the weather service timed out")
         return get_weather(city)
 
     def run(step: dict[str, Any]) -> str:
         seen.clear()
+        seen["fail_tool"] = bool(step.get("tool_error"))
         kwargs = {"conversation_id": step["session"]} if step.get("session") else {}
         agent.run_sync(step["input"], **kwargs)
         context = seen["context"]
@@ -153,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--service", default="weather-service", help="the resource's service.name")
     parser.add_argument("--model", default="gpt-4o-mini")
     parser.add_argument("--no-root", action="store_true", help="bare model calls, no agent span")
+    parser.add_argument("--no-tools", action="store_true", help="model calls without tools (not for pydantic-ai)")
+    parser.add_argument("--system", default=None, help="the agent's system prompt")
+    parser.add_argument("--root", choices=("agent", "chain"), default="agent", help="the SDK flavours' root span")
     args = parser.parse_args(argv)
+    global NO_TOOLS
+    NO_TOOLS = args.no_tools
 
     provider = TracerProvider(resource=Resource.create({"service.name": args.service}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=args.otlp.rstrip("/") + "/v1/traces")))

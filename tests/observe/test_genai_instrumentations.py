@@ -57,7 +57,11 @@ def test_twenty_agent_runs_are_twenty_runs_with_failures_models_tokens_and_cost(
             assert run["output"] is None
         else:
             assert run["output"] == f"The weather: sunny in {run['input'].split('weather in ')[1].rstrip('?')}."
-        assert run["harness_revision"] == (None if instrumentation == "pydantic-ai" else "v1")
+        if instrumentation == "pydantic-ai":  # no gen_ai.agent.version: derived from its tools and model
+            assert run["harness_revision"] == runs[0]["harness_revision"]
+            assert run["harness_revision"].startswith("auto:") and run["revision_source"] == "derived"
+        else:
+            assert run["harness_revision"] == "v1" and run["revision_source"] == "version"
     # The span that failed carries the error type its instrumentation gave.
     error_spans = sql(shared_daemon.url, "SELECT s.error_type FROM spans s JOIN runs r ON s.trace_id = r.last_trace_id "
                       "WHERE r.agent = ? AND s.status_code = 'ERROR'", [agent])

@@ -176,7 +176,8 @@ def _write_as_schema_2(path, spans: list[dict], scores: list[dict]) -> None:
     con.register("span_batch", pa.table(batch.spans, schema=SPAN_SCHEMA))
     con.register("score_batch", pa.table(batch.scores, schema=SCORE_SCHEMA))
     key = "((key_hi::UHUGEINT << 64) | key_lo::UHUGEINT)"
-    span_columns = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo")]
+    # Migration 6 added the revision columns.
+    span_columns = [f for f in SPAN_FIELDS if f not in ("key_hi", "key_lo", "fingerprint", "revision_source")]
     # The table of migration 2 holds the resource itself (migration 5 moved it to its own table).
     values = ["'{}' AS resource" if f == "resource_key" else f for f in span_columns]
     span_columns = ["resource" if f == "resource_key" else f for f in span_columns]

@@ -171,7 +171,7 @@ RUN_COLUMNS = (
     "run_id, agent, harness_revision, case_id, status, passed, attempts, started_at, "
     "duration_s, input_tokens, output_tokens, cost_usd, model_calls, tool_calls, error_type, "
     "error_message, probe, healed_from, model, provider, cache_read_tokens, cache_creation_tokens, "
-    "reasoning_tokens, cost_source, conversation_id"
+    "reasoning_tokens, cost_source, conversation_id, revision_source, handled_errors"
 )
 
 

@@ -57,6 +57,7 @@ SPAN_FIELDS = (
     "links",
     *conventions.TEXT_COLUMNS,
     *conventions.TOKEN_COLUMNS,
+    *conventions.REVISION_COLUMNS,
 )
 SCORE_FIELDS = (
     "key_hi",

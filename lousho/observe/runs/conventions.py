@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lousho.observe.runs import cost
+from lousho.observe.runs import cost, fingerprint
 
 # Columns this module adds to a span row (schema migration 2), in table order.
 TEXT_COLUMNS = ("call_id", "cost_source", "skill_name", "input_text", "output_text")
 TOKEN_COLUMNS = ("cache_read_tokens", "cache_creation_tokens", "reasoning_tokens")
+# Schema migration 6: what a run's revision is derived from (fingerprint.py), and "version" on a span whose
+# harness_revision is its gen_ai.agent.version.
+REVISION_COLUMNS = ("fingerprint", "revision_source")
 
 # First key present wins. Names at the left are the current GenAI conventions.
 _AGENT_KEYS = ("gen_ai.workflow.name", "traceloop.workflow.name", "agent_name")
@@ -101,7 +104,9 @@ _OUTPUT_FAMILY = frozenset((*_OUTPUT_KEYS, *_FLAT_OUTPUT_KEYS))
 # so a span of keys it does not know costs about a microsecond (docs/performance.md).
 _WATCHED = frozenset((*_AGENT_FAMILY, *_REVISION_KEYS, "llm.invocation_parameters", *_SESSION_KEYS,
                       *_CALL_ID_KEYS, *_SKILL_KEYS, *_TOKEN_FAMILY, "operation.cost", *_INPUT_FAMILY,
-                      *_OUTPUT_FAMILY, *_USAGE_FAMILY))
+                      *_OUTPUT_FAMILY, *_USAGE_FAMILY, *fingerprint.KEYS))
+# The keys that may give a span a fingerprint: its instructions, messages or tools.
+_PRINT_FAMILY = frozenset((*fingerprint.KEYS, *_INPUT_FAMILY))
 WATCHED_KEYS = _WATCHED
 # The keys of messages refine reads only for a span without lousho.run.id, and the event carrying them.
 MESSAGE_KEYS = _INPUT_FAMILY | _OUTPUT_FAMILY
@@ -113,6 +118,7 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
     """Fill this module's columns for the span just appended to ``cols`` (its values are the last ones),
     and complete the promoted columns ``normalise`` left empty."""
     present = _WATCHED.intersection(attrs)
+    revision_source = None
     operation = cols["operation"][-1]
     agents = cols["agent_name"]
     if agents[-1] is None and (operation == "invoke_agent" or (present and not present.isdisjoint(_AGENT_FAMILY))):
@@ -121,6 +127,7 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
     if present:
         if "gen_ai.agent.version" in present and cols["harness_revision"][-1] is None:
             cols["harness_revision"][-1] = _first_text(attrs, _REVISION_KEYS)
+            revision_source = "version"
         if "llm.invocation_parameters" in present and cols["request_model"][-1] is None:
             cols["request_model"][-1] = _invocation_model(attrs)
         if sessions[-1] is None and not present.isdisjoint(_SESSION_KEYS):
@@ -136,11 +143,16 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
     # A span with lousho.run.id keeps its run's input and output in the `input`/`output` columns, as before
     # (runs_view reads those for such runs): no message parsing for it.
     details = _details(events) if events else None
+    cols["revision_source"].append(revision_source)
     # A tool's arguments and result are neither the user's question nor the agent's answer.
     if (details is None and not present) or cols["run_id"][-1] is not None or operation == "execute_tool":
         cols["input_text"].append(None)
         cols["output_text"].append(None)
+        cols["fingerprint"].append(None)
     else:
+        has_print = details is not None or not present.isdisjoint(_PRINT_FAMILY)
+        cols["fingerprint"].append(
+            fingerprint.fingerprint(attrs, details, cols["request_model"][-1]) if has_print else None)
         has_input = details is not None or not present.isdisjoint(_INPUT_FAMILY)
         cols["input_text"].append(input_text(attrs, details) if has_input else None)
         has_output = details is not None or not present.isdisjoint(_OUTPUT_FAMILY)

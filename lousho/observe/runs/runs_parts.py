@@ -79,6 +79,11 @@ _SPAN_PARTS: tuple[Part, ...] = (
     Part("last_output_text", "last", "output_text"),
     Part("last_error_type", "last", "error_type", "status_code = 'ERROR'"),
     Part("last_error_message", "last", "status_message", "status_code = 'ERROR'"),
+    Part("error_spans", "count", "*", "status_code = 'ERROR'", "BIGINT"),
+    # The revision derived from what the agent sent (fingerprint.py): a model call's first, else any span's.
+    Part("model_print", "first", "fingerprint", "request_model IS NOT NULL"),
+    Part("any_print", "first", "fingerprint"),
+    Part("version_revision", "first", "harness_revision", "revision_source = 'version'"),
     Part("has_run_id", "or", "run_id IS NOT NULL", sql_type="BOOLEAN"),
     Part("run_ids", "set", "run_id", sql_type="VARCHAR[]"),  # the runs this trace is an attempt of
 )
@@ -99,7 +104,7 @@ SPAN_INPUTS = ("trace_id", "span_id", "name", "parent_span_id", "start_ns", "end
                "conversation_id", "input_tokens", "output_tokens", "cost_usd", "error_type", "run_id", "run_kind",
                "healed_from", "harness_revision", "case_id", "probe", "traffic_arm", "input", "output", "call_id",
                "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens", "cost_source", "skill_name",
-               "input_text", "output_text")
+               "input_text", "output_text", "fingerprint", "revision_source")
 TRACE_KEYS = ["trace_id"]
 ATTEMPT_KEYS = ["run_id", "trace_id"]
 

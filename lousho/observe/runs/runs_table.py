@@ -71,7 +71,8 @@ _PER_TRACE = ("trace_id, end_ns, input_tokens, output_tokens, cache_read_tokens,
               f"reasoning_tokens, cost_usd, reported_costs, priced_costs, {model_calls('model_spans')} AS model_calls, "
               "tool_calls, first_agent, "
               "first_model, first_provider, first_conversation_id, skills, any_error, first_input_text, "
-              "last_output_text, last_error_type, last_error_message")
+              "last_output_text, last_error_type, last_error_message, error_spans, model_print, any_print, "
+              "version_revision")
 
 
 def runs_from_parts(runs: str | None = None, traces: str = "(SELECT trace_id FROM attempt)", *,
@@ -326,15 +327,14 @@ _CREATE_KEPT = (
     "INSERT INTO runs_fold VALUES (-1)",
 )
 
-# Migration 3: the commit stamp (rows stored before it: 0), the kept tables (filled by the first fold,
-# at the store's next open) and the views over them in place of the views over the spans.
+# Migration 3: the commit stamp (rows stored before it: 0) and the kept tables (filled by the first fold,
+# at the store's next open); the views over them come with the newest migration running REBUILD (schema.py).
 MIGRATION: tuple[str, ...] = (
     "ALTER TABLE spans ADD COLUMN commit_seq BIGINT NOT NULL DEFAULT 0",
     "ALTER TABLE scores ADD COLUMN commit_seq BIGINT NOT NULL DEFAULT 0",
     *_CREATE_KEPT,
-    "DROP VIEW sessions",
-    "DROP VIEW runs",
-    *views(-1),
+    "DROP VIEW IF EXISTS sessions",
+    "DROP VIEW IF EXISTS runs",
 )
 
 # Everything kept, made again from the spans and scores by this code's definitions at the next fold:

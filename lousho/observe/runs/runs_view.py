@@ -12,15 +12,18 @@ What makes a run (docs/observe.md, "What makes a run"):
   else the trace id; its agent the root's agent name, else the first agent a span of the trace declares
   (OpenInference's ``agent.name`` under the Agents SDK's "Agent workflow"), else a name the root's span
   name gives (an agent span's name, LlamaIndex's ``FunctionAgent.run``: ``AGENT_HINT``), else the
-  resource's ``service.name``; it failed
-  when any of its spans has status ERROR; its input is the first user message of its spans, its
-  output the last assistant message, and without ``lousho.case.id`` its case is a hash of that input.
+  resource's ``service.name``; it failed when its root ended in ERROR (an ERROR span under an ok root
+  was handled: ``handled_errors``); its input is the first user message of its spans, its output the
+  last assistant message, and without ``lousho.case.id`` its case is a hash of that input.
 
 Tokens, cost and calls add up over all of a run's traces; a failing score fails any run. A request to a
 model counts once: a model span nested directly in another (LlamaIndex's ``_prepare_chat_with_tools`` inside
 its chat call, an SDK instrumentation's span under a framework's) is part of that call (``model_calls``).
 A failed run's ``error_type`` is the error's type as sent, else one its message starts with
 (``ValueError: ...``, a traceback's last line), else ``error``.
+A run without ``lousho.harness.revision`` or ``gen_ai.agent.version`` takes ``auto:`` and the fingerprint of
+what its agent sent (fingerprint.py: the first model call's instructions, tools and model);
+``revision_source`` says which: tagged, version, derived, or none (nothing to fingerprint: NULL).
 
 ``runs_select()`` is the definition of the ``runs`` rows. The store answers the name ``runs`` from
 kept tables merged with the spans not yet folded into them (runs_table.py, which reuses
@@ -129,7 +132,11 @@ WITH candidates AS (
         arg_min(input_text, start_ns) AS first_input_text,
         arg_max(output_text, end_ns) AS last_output_text,
         arg_max(error_type, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_type,
-        arg_max(status_message, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_message
+        arg_max(status_message, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_message,
+        count(*) FILTER (WHERE status_code = 'ERROR') AS error_spans,
+        arg_min(fingerprint, start_ns) FILTER (WHERE request_model IS NOT NULL) AS model_print,
+        arg_min(fingerprint, start_ns) AS any_print,
+        arg_min(harness_revision, start_ns) FILTER (WHERE revision_source = 'version') AS version_revision
     FROM spans
     WHERE trace_id IN (SELECT trace_id FROM attempt)
     GROUP BY trace_id
@@ -148,7 +155,10 @@ RUN_AGGREGATE = """run AS (
     SELECT a.*, t.* EXCLUDE (trace_id),
         CASE WHEN a.implicit THEN t.first_input_text ELSE a.input END AS run_input,
         CASE WHEN a.implicit THEN t.last_output_text ELSE a.output END AS run_output,
-        CASE WHEN a.implicit AND t.any_error THEN 'ERROR' ELSE a.status_code END AS run_status,
+        -- The run's own span says how it ended: an ERROR span under it that the framework handled (a tool's
+        -- error given back to the model) leaves it ok, counted in handled_errors.
+        a.status_code AS run_status,
+        coalesce(t.model_print, t.any_print) AS run_print,
         v.passed AS trace_passed
     FROM attempt a
     JOIN per_trace t USING (trace_id)
@@ -157,7 +167,7 @@ RUN_AGGREGATE = """run AS (
 SELECT
     run_id,
     arg_max(coalesce(agent_name, first_agent, agent_hint, service_name), start_ns) AS agent,
-    arg_max(harness_revision, start_ns) AS harness_revision,
+    coalesce(arg_max(harness_revision, start_ns), 'auto:' || arg_max(run_print, start_ns)) AS harness_revision,
     arg_max(coalesce(case_id, CASE WHEN implicit AND run_input IS NOT NULL
         THEN 'input:' || md5(lower(regexp_replace(trim(run_input), '\\s+', ' ', 'g'))) END), start_ns) AS case_id,
     arg_max(coalesce(conversation_id, first_conversation_id), start_ns) AS conversation_id,
@@ -191,7 +201,12 @@ SELECT
         WHEN sum(reported_costs) > 0 THEN 'reported'
         WHEN sum(priced_costs) > 0 THEN 'price-table' END AS cost_source,
     list_sort(list_distinct(flatten(list(skills)))) AS skills,
-    bool_or(implicit) AS implicit
+    bool_or(implicit) AS implicit,
+    CASE WHEN arg_max(harness_revision, start_ns) IS NOT NULL THEN
+            CASE WHEN arg_max(harness_revision, start_ns) = arg_max(version_revision, start_ns) THEN 'version'
+                ELSE 'tagged' END
+        WHEN arg_max(run_print, start_ns) IS NOT NULL THEN 'derived' ELSE 'none' END AS revision_source,
+    sum(CASE WHEN run_status = 'ERROR' THEN 0 ELSE error_spans END)::BIGINT AS handled_errors
 FROM run
 GROUP BY run_id
 )

@@ -6,6 +6,9 @@ the second replaces anyway (a store made by it keeps that view until its own mig
 Since migration 3 ``runs`` and ``sessions`` are
 views over kept tables and the spans not folded into them yet (runs_table.py): a change to what makes
 a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``runs_table.REBUILD``.
+The ``runs`` and ``sessions`` views are made only by the newest migration that runs it: an older one,
+run on a new store, would bind them to span columns that a later migration adds (migrations 2 and 3 made
+them once; on a store that ran them, the newest migration replaces them).
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ import duckdb
 
 from lousho.observe.errors import SchemaTooNew
 from lousho.observe.runs import runs_table
-from lousho.observe.runs.runs_view import runs_select
-from lousho.observe.runs.sessions_view import SESSIONS_SELECT
 
 # Columns promoted at ingest, in table order after the identity columns (normalise.ALIASES names).
 PROMOTED_TEXT = (
@@ -100,8 +101,6 @@ CREATE TABLE scores (
 )
 """
 
-_RUNS_VIEW = "CREATE OR REPLACE VIEW runs AS " + runs_select()
-
 # Migration 2: what runs, tokens, cost and sessions need from traces that carry no lousho attribute
 # (conventions.py fills these columns; older rows keep NULL there).
 _GENAI_COLUMNS = tuple(
@@ -117,7 +116,6 @@ _GENAI_COLUMNS = tuple(
         ("output_text", "VARCHAR"),
     )
 )
-_SESSIONS_VIEW = "CREATE OR REPLACE VIEW sessions AS " + SESSIONS_SELECT
 
 
 def _without_key(table: str, not_null: tuple[str, ...]) -> tuple[str, ...]:
@@ -180,18 +178,33 @@ _RESOURCES_ONCE = (
       "GROUP BY resource_key) r ON r.resource_key = s.resource_key",
 )
 
+# Migration 6: a span's fingerprint of what its agent sent and the source of its revision (conventions.py), the
+# ``spans`` view with them, and the kept runs made again: a run's revision may be derived, its status is its
+# root's (handled errors counted apart).
+_SPAN_COLUMNS_6 = (*_SPAN_COLUMNS_5, "fingerprint", "revision_source")
+_REVISION_SOURCES = (
+    "ALTER TABLE span_rows ADD COLUMN fingerprint VARCHAR",
+    "ALTER TABLE span_rows ADD COLUMN revision_source VARCHAR",
+    "CREATE OR REPLACE VIEW spans AS SELECT "
+    + ", ".join("r.resource" if c == "resource" else f"s.{c}" for c in _SPAN_COLUMNS_6)
+    + " FROM span_rows s LEFT JOIN (SELECT resource_key, any_value(resource) AS resource FROM resources "
+      "GROUP BY resource_key) r ON r.resource_key = s.resource_key",
+    *runs_table.REBUILD,
+)
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spans, scores and the runs view", (_SPANS, _SCORES)),
     ("runs from any GenAI trace: run roots, tokens, cost, input and output text; the sessions view",
-     (*_GENAI_COLUMNS, _RUNS_VIEW, _SESSIONS_VIEW)),
+     _GENAI_COLUMNS),
     ("runs and sessions kept as tables folded from the spans by commit, the views merging the unfolded ones in",
      runs_table.MIGRATION),
     ("no primary keys on spans and scores: the writer's recent-key filter and compaction de-duplicate",
      _LEAN_TABLES),
     ("each resource kept once: spans is a view of span_rows joined with resources",
      _RESOURCES_ONCE),
-    ("runs read every convention: the user's question and the final answer, the declared agent, one count per "
-     "model request, an error type for every failed run", runs_table.REBUILD),
+    ("a revision for every run (derived from what the agent sent), handled errors apart from failed runs; runs "
+     "read every convention: the user's question and the final answer, the declared agent, one count per model "
+     "request, an error type for every failed run", _REVISION_SOURCES),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -4,7 +4,8 @@ one's live pass rate drops (seed: "A score regression seen by the observe daemon
 An agent is registered with ``--agent NAME=DIR:CHECK_MODULE``. Every ``interval_s`` the trigger reads
 the agent's non-probe runs through the SQL API's read path (a cursor of the daemon's database and
 ``sql.run_query``; the writer thread stays the only writer), takes the *live revision* (the newest
-``harness_revision`` those runs used) and judges its scored runs with the seeds' monitor rule,
+``harness_revision`` those runs used, derived or tagged; NULL when none has one) and judges its scored runs,
+with the runs just before it while it has too few of its own (``live_window``), by the seeds' monitor rule,
 computed here because observe imports nothing of ours but ``lousho.kernel.errors``.
 
 On a regression it runs ``python -m lousho improve DIR --check CHECK_MODULE --apply --json`` as a child
@@ -54,21 +55,40 @@ _RETRY_CAP_S = 15 * 60.0
 # A cycle that cannot start (a usage error: bad flags, a directory gone) exits 2, as every lousho CLI does.
 _USAGE_EXIT = 2
 
-# One aggregation over the agent's runs per poll: the live revision, then its newest scored runs.
+# One aggregation over the agent's runs per poll: the live revision (the newest one a run used; none of them
+# has one: the unversioned revision, NULL), then the newest scored runs of it and of the others, up to ? each.
 _LIVE_RUNS = """
 WITH r AS (
     SELECT run_id, harness_revision, passed, started_ns
     FROM runs
-    WHERE agent = ? AND NOT probe AND harness_revision IS NOT NULL
+    WHERE agent = ? AND NOT probe
 ), live AS (
-    SELECT harness_revision FROM r ORDER BY started_ns DESC, run_id DESC LIMIT 1
+    SELECT arg_max(harness_revision, started_ns) AS revision FROM r
+), scored AS (
+    SELECT r.*, live.revision AS live_revision, r.harness_revision IS NOT DISTINCT FROM live.revision AS is_live
+    FROM r, live WHERE r.passed IS NOT NULL
+), ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY is_live ORDER BY started_ns DESC, run_id DESC) AS k FROM scored
 )
-SELECT r.harness_revision AS revision, r.passed
-FROM r JOIN live USING (harness_revision)
-WHERE r.passed IS NOT NULL
-ORDER BY r.started_ns DESC, r.run_id DESC
-LIMIT ?
+SELECT live_revision AS revision, is_live, passed
+FROM ranked
+WHERE k <= ?
+ORDER BY started_ns DESC, run_id DESC
 """
+
+
+def live_window(rows: list[dict[str, Any]], window: int) -> list[bool]:
+    """The outcomes the detector judges, oldest first, from ``rows`` (newest first, ``is_live`` and ``passed``):
+    the live revision's newest ``2 * window``; while it has fewer, its newest ``window`` after the ``window``
+    runs before them, of whatever revision: a new revision (a changed prompt) is watched against the one
+    before it, not only against itself."""
+    live = [i for i, r in enumerate(rows) if r["is_live"]]
+    if len(live) >= 2 * window or len(live) < window:
+        chosen = live[:2 * window]
+    else:
+        start = live[window - 1] + 1  # the row after the oldest of the live revision's newest window
+        chosen = live[:window] + list(range(start, min(start + window, len(rows))))
+    return [bool(rows[i]["passed"]) for i in reversed(chosen)]
 
 
 @dataclass(frozen=True)
@@ -283,12 +303,12 @@ class Trigger:
     def poll(self, agent: AgentSpec) -> None:
         """One look at ``agent``: reap its finished cycle, judge its live revision, act on a regression."""
         self._reap(agent)
-        revision, outcomes = self._live_outcomes(agent)
-        if revision is not None:
+        found, revision, outcomes = self._live_outcomes(agent)
+        if found:
             # Once another revision is live, an older one's regression is over: if a rollback brings it
             # back, a new regression on it may start a cycle again (the loop's cooldown still applies).
             self._started = {(a, r) for a, r in self._started if a != agent.name or r == revision}
-        if revision is None or (agent.name, revision) in self._started:
+        if not found or (agent.name, revision) in self._started:
             return
         window = judge(outcomes, window=self.config.window, min_drop=self.config.min_drop,
                        z_min=self.config.z_min)
@@ -303,8 +323,9 @@ class Trigger:
             return
         self._start_cycle(agent, revision, window)
 
-    def _live_outcomes(self, agent: AgentSpec) -> tuple[str | None, list[bool]]:
-        """The live revision and its newest ``2 * window`` scored outcomes, oldest first."""
+    def _live_outcomes(self, agent: AgentSpec) -> tuple[bool, str | None, list[bool]]:
+        """Whether the agent has scored runs, its live revision (None: unversioned) and the outcomes to
+        judge, oldest first (``live_window``)."""
         con = self._reader_factory()
         self._cursor = con
         try:
@@ -314,9 +335,9 @@ class Trigger:
             self._cursor = None
             con.close()
         rows = result.table.to_pylist()
-        revision = rows[0]["revision"] if rows else None
-        outcomes = [bool(r["passed"]) for r in reversed(rows) if r["passed"] is not None]
-        return revision, outcomes
+        if not rows:
+            return False, None, []
+        return True, rows[0]["revision"], live_window(rows, self.config.window)
 
     def _skip_reason(self, agent: AgentSpec) -> str | None:
         if self.config.improve_off:

@@ -74,7 +74,9 @@ _SPAN_PARTS: tuple[Part, ...] = (
     Part("first_provider", "first", "provider"),
     Part("first_conversation_id", "first", "conversation_id"),
     Part("skills", "set", "skill_name", sql_type="VARCHAR[]"),
-    Part("any_error", "or", "status_code = 'ERROR'", sql_type="BOOLEAN"),
+    # An agent span that ended in ERROR fails the run even under a root that ended OK (runs_view.RUN_AGGREGATE).
+    Part("agent_error", "or", "status_code = 'ERROR' AND operation = 'invoke_agent' AND agent_name IS NOT NULL",
+         sql_type="BOOLEAN"),
     Part("first_input_text", "first", "input_text"),
     Part("last_output_text", "last", "output_text"),
     Part("last_error_type", "last", "error_type", "status_code = 'ERROR'"),

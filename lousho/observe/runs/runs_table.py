@@ -70,7 +70,7 @@ _EXPLICIT = ("run_id, trace_id, start_ns, agent_name, service_name, harness_revi
 _PER_TRACE = ("trace_id, end_ns, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, "
               f"reasoning_tokens, cost_usd, reported_costs, priced_costs, {model_calls('model_spans')} AS model_calls, "
               "tool_calls, first_agent, "
-              "first_model, first_provider, first_conversation_id, skills, any_error, first_input_text, "
+              "first_model, first_provider, first_conversation_id, skills, agent_error, first_input_text, "
               "last_output_text, last_error_type, last_error_message, error_spans, model_print, any_print, "
               "version_revision")
 

@@ -128,7 +128,7 @@ WITH candidates AS (
         arg_min(provider, start_ns) AS first_provider,
         arg_min(conversation_id, start_ns) AS first_conversation_id,
         list(DISTINCT skill_name) FILTER (WHERE skill_name IS NOT NULL) AS skills,
-        bool_or(status_code = 'ERROR') AS any_error,
+        bool_or(status_code = 'ERROR' AND operation = 'invoke_agent' AND agent_name IS NOT NULL) AS agent_error,
         arg_min(input_text, start_ns) AS first_input_text,
         arg_max(output_text, end_ns) AS last_output_text,
         arg_max(error_type, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_type,
@@ -155,9 +155,11 @@ RUN_AGGREGATE = """run AS (
     SELECT a.*, t.* EXCLUDE (trace_id),
         CASE WHEN a.implicit THEN t.first_input_text ELSE a.input END AS run_input,
         CASE WHEN a.implicit THEN t.last_output_text ELSE a.output END AS run_output,
-        -- The run's own span says how it ended: an ERROR span under it that the framework handled (a tool's
-        -- error given back to the model) leaves it ok, counted in handled_errors.
-        a.status_code AS run_status,
+        -- The run's own span says how it ended, or an agent span under it that ended in ERROR (the Agents
+        -- SDK's instrumentation ends its "Agent workflow" root OK whatever happened in the agent under it):
+        -- another ERROR span that the framework handled (a tool's error given back to the model) leaves the
+        -- run ok, counted in handled_errors.
+        CASE WHEN t.agent_error THEN 'ERROR' ELSE a.status_code END AS run_status,
         coalesce(t.model_print, t.any_print) AS run_print,
         v.passed AS trace_passed
     FROM attempt a

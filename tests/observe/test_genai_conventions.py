@@ -243,9 +243,11 @@ def test_a_trace_is_one_run_rooted_at_its_outermost_agent_span_with_the_framewor
     try:
         store.append([decode_request(request([root, outer, inner, skill, chat], service="svc"))])
         rows = store.reader().execute(
-            "SELECT run_id, agent, harness_revision, status, error_type, skills, model, model_calls FROM runs"
+            "SELECT run_id, agent, harness_revision, status, error_type, skills, model, model_calls, handled_errors "
+            "FROM runs"
         ).fetchall()
     finally:
         store.close()
-    # The outermost agent span is the root, not the workflow span; a failed child fails the run.
-    assert rows == [("call-1", "planner", "v3", "error", "timeout", ["pdf"], "gpt-4o-mini", 1)]
+    # The outermost agent span is the root, not the workflow span; a failed child under agent spans that did
+    # not end in error is an error the agent handled: the run is ok, the error counted and its type kept.
+    assert rows == [("call-1", "planner", "v3", "ok", "timeout", ["pdf"], "gpt-4o-mini", 1, 1)]

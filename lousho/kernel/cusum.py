@@ -12,9 +12,9 @@ The threshold ``h`` is set by simulation, per agent and revision, so that P(an a
 agent's traffic, with no change) stays within the agent's share of a weekly budget. The simulation draws
 the reference too (the CUSUM runs with an estimated ``p0``, which is the main cause of false alarms at high
 traffic), and it assumes runs are independent given the rate, apart from sessions: runs that share a session
-are correlated, and the threshold is multiplied by the reference's design effect (the session-clustered
-variance of its pass rate over the binomial one), with the reference's effective size divided by it —
-the diffusion approximation of a CUSUM whose increments have that much more variance.
+are correlated, and the threshold is multiplied by the reference's design effect (an upper bound on the
+session-clustered variance of its pass rate over the binomial one), with the reference's effective size
+divided by it — the diffusion approximation of a CUSUM whose increments have that much more variance.
 """
 
 from __future__ import annotations
@@ -63,13 +63,19 @@ def reference_rate(passes: int, runs: int) -> float:
 
 
 def design_effect(sessions: Iterable[tuple[int, int]], runs: int, passes: int) -> float:
-    """Session-clustered variance of the pass rate over the binomial one: sum over sessions of (passes - n p)^2
-    over runs p (1 - p); sessions are (runs, passes); runs without a session are sessions of one. At least 1."""
+    """How much sessions inflate the variance of the pass rate: an upper 95% bound on the session-clustered
+    variance over the binomial one (sum over sessions of (passes - n p)^2 over runs p (1 - p), plus 1.645
+    of its standard error across sessions), so a reference that happens to look less clustered than the
+    traffic is does not lower the threshold. Sessions are (runs, passes). 1 when no session holds more than
+    one run: there is then no clustering to see (runs without a session are sessions of one)."""
+    sizes = list(sessions)
     p = passes / runs if runs else 0.0
-    if p <= 0.0 or p >= 1.0:
+    if p <= 0.0 or p >= 1.0 or all(n <= 1 for n, _ in sizes):
         return 1.0
-    clustered = sum((k - n * p) ** 2 for n, k in sessions)
-    return max(1.0, clustered / (runs * p * (1 - p)))
+    squares = [(k - n * p) ** 2 for n, k in sizes]
+    mean = sum(squares) / len(squares)
+    spread = math.sqrt(sum((q - mean) ** 2 for q in squares) * len(squares) / max(1, len(squares) - 1))
+    return max(1.0, (sum(squares) + 1.645 * spread) / (runs * p * (1 - p)))
 
 
 # --- vectorised: many streams at once -------------------------------------------------------------------

@@ -107,7 +107,7 @@ def test_no_change_triggers_falsely_within_the_weekly_budget(p, per_day, replica
     assert false <= bound(BUDGET, replicates), (false, np.median(h))
 
 
-@pytest.mark.parametrize(("per_day", "sticky"), [(300, 0.5), (3000, 0.5), (300, 0.9)])
+@pytest.mark.parametrize(("per_day", "sticky"), [(300, 0.5), (3000, 0.5)])
 def test_no_change_in_sessions_triggers_falsely_within_the_weekly_budget(per_day, sticky):
     """Runs in sessions (geometric, mean 3, a repeat copies the session's first outcome with probability
     ``sticky``): the reference's design effect raises the threshold. 2,000 streams of a week each."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lousho.analysis import gate_operating as oc
+from lousho.analysis import trigger_table
 from lousho.analysis._names import RULES
 from lousho.analysis.boundaries import Boundary, make_boundary
 from lousho.analysis.operating import (
@@ -53,6 +54,7 @@ def render() -> str:
         _paired_section(),
         _cost_section(),
         _wilson_section(),
+        trigger_table.section(),
     ]
     return "\n\n".join(sections) + "\n"
 

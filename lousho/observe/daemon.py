@@ -78,7 +78,10 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             watcher = Trigger(dataclasses.replace(trigger, observe_url=url, observe_token=config.token,
                                                   observe_ca_cert=config.tls_cert), store.reader,
                               sql_timeout_s=config.sql_timeout_s,
-                              on_poll=lambda: metrics.add(trigger_polls=1))
+                              on_poll=lambda: metrics.add(trigger_polls=1),
+                              on_reading=lambda name, r: metrics.set_detector(
+                                  name, r.revision or "", r.statistic, r.threshold, r.reference_runs,
+                                  r.reference_needed))
             watcher.start()
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)

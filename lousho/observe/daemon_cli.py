@@ -112,6 +112,23 @@ class Wiring:
 @click.option("--recover-store", default=None, metavar="sqlite:///PATH",
               help="The recover part's run store; the page at / shows its pending and quarantined runs "
                    "and the outage state (read-only).")
+@click.option("--trigger", "trigger_rule", type=click.Choice(["cusum", "seed"]), default="cusum", show_default=True,
+              help="The regression detector: `cusum` (every run of the live revision in order, against a "
+                   "reference of its first runs; threshold calibrated to --trigger-budget) or `seed` (the newest "
+                   "20 scored runs against the 20 before them at each look, no stated false-trigger rate).")
+@click.option("--trigger-drop", type=click.FloatRange(min=0.01, max=0.9), default=0.1, show_default=True,
+              help="The pass-rate drop the CUSUM looks for (p1 = p0 - drop).")
+@click.option("--trigger-budget", type=click.FloatRange(min=1e-4, max=0.5), default=0.05, show_default=True,
+              help="P(a false trigger) per week with no change, split evenly across the registered agents.")
+@click.option("--trigger-runs-per-day", type=click.FloatRange(min=1.0), default=None,
+              help="The agents' scored runs a day, for the CUSUM's calibration (default: observed over each "
+                   "revision's reference).")
+@click.option("--trigger-reference-runs", type=click.IntRange(min=1), default=1000, hidden=True,
+              help="Runs in a revision's reference before its CUSUM may fire (tests and demos only lower it).")
+@click.option("--trigger-reference-hours", type=click.FloatRange(min=0.0), default=24.0, hidden=True,
+              help="Hours a revision's reference must span (a day: its daily cycle inside).")
+@click.option("--trigger-settle", type=click.FloatRange(min=0.0), default=30.0, hidden=True,
+              help="Seconds after a run ended before the CUSUM counts it (its verdict had time to arrive).")
 @click.option("--trigger-interval", type=click.FloatRange(min=0.01), default=5.0, hidden=True,
               help="Seconds between the regression trigger's looks at each registered agent.")
 @click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
@@ -125,11 +142,15 @@ def observe(
     agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
     model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
+    trigger_rule: str = "cusum", trigger_drop: float = 0.1, trigger_budget: float = 0.05,
+    trigger_runs_per_day: float | None = None, trigger_reference_runs: int = 1000,
+    trigger_reference_hours: float = 24.0, trigger_settle: float = 30.0,
     wiring: Wiring | None = None,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
     from lousho.observe.daemon import serve
     from lousho.observe.trigger.cycle import CycleModels, TriggerConfig, parse_agents
+    from lousho.observe.trigger.detector import CusumConfig
 
     wiring = wiring or Wiring()
     # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
@@ -141,7 +162,10 @@ def observe(
         wiring.check_model_url(url)
     trigger = TriggerConfig(agents=specs, interval_s=trigger_interval,
                             improve_off=improve_switch.strip().lower() == "off", models=models,
-                            retry_base_s=cycle_retry)
+                            retry_base_s=cycle_retry, rule=trigger_rule, settle_s=trigger_settle,
+                            cusum=CusumConfig(drop=trigger_drop, reference_runs=trigger_reference_runs,
+                                              reference_hours=trigger_reference_hours, weekly_budget=trigger_budget,
+                                              agents=max(1, len(specs)), runs_per_day=trigger_runs_per_day))
     config = DaemonConfig(
         db=db, host=host, port=port, grpc_port=None if grpc_port < 0 else grpc_port,
         token=_token(token, token_file), allowed_hosts=allowed_hosts,

@@ -27,6 +27,9 @@ class Metrics:
     # Completed looks of the regression trigger at a registered agent: a test that expects no cycle
     # waits for looks made after its runs were stored, rather than for a time that proves nothing.
     trigger_polls: int = 0
+    # Each registered agent's detector on its live revision: agent -> (revision, statistic, threshold or None
+    # while its reference is incomplete, reference runs so far, reference runs needed).
+    trigger_detectors: dict[str, tuple[str, float, float | None, int, int]] = field(default_factory=dict)
     queue_bytes: int = 0
     queue_capacity_bytes: int = 0
     # Set once the store is found damaged: /healthz answers 503 with it from then on.
@@ -61,6 +64,11 @@ class Metrics:
                 self.store_disk_full_events += 1
             self.store_disk_full = error
             return changed
+
+    def set_detector(self, agent: str, revision: str, statistic: float, threshold: float | None,
+                     reference_runs: int, reference_needed: int) -> None:
+        with self._lock:
+            self.trigger_detectors[agent] = (revision, statistic, threshold, reference_runs, reference_needed)
 
     def observe_commit(self, seconds: float) -> None:
         with self._lock:
@@ -110,6 +118,7 @@ class Metrics:
                 rows.append(("lousho_tls_cert_expiry_days", "gauge",
                              "days until the TLS certificate expires (negative once it has)",
                              round((self.tls_not_after - time.time()) / 86_400, 3)))
+            detectors = dict(self.trigger_detectors)
         lines = []
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
@@ -118,4 +127,28 @@ class Metrics:
                   "# HELP lousho_json_decoder_info the OTLP/JSON decoder this daemon runs",
                   "# TYPE lousho_json_decoder_info gauge",
                   f'lousho_json_decoder_info{{decoder="{self.json_decoder}"}} 1']
+        lines += _detector_lines(detectors)
         return "\n".join(lines) + "\n"
+
+def _detector_lines(detectors: dict[str, tuple[str, float, float | None, int, int]]) -> list[str]:
+    """One sample per registered agent and metric, labelled by agent and live revision; the threshold is
+    NaN while the reference is incomplete (the detector cannot fire then)."""
+    if not detectors:
+        return []
+    metrics = (("lousho_trigger_statistic", "the regression trigger's CUSUM on the agent's live revision", 1),
+               ("lousho_trigger_threshold", "the CUSUM's calibrated threshold (NaN: reference incomplete)", 2),
+               ("lousho_trigger_reference_runs", "runs in the revision's reference so far", 3),
+               ("lousho_trigger_reference_needed", "runs the reference needs before the detector may fire", 4))
+    lines = []
+    for name, help_text, index in metrics:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        for agent, values in sorted(detectors.items()):
+            value = values[index]
+            shown = "NaN" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))
+            lines.append(f'{name}{{agent="{_label(agent)}",revision="{_label(values[0])}"}} {shown}')
+    return lines
+
+
+def _label(value: str) -> str:
+    """A Prometheus label value: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

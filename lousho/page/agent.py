@@ -10,7 +10,7 @@ from lousho.analysis.monitor_path import MonitorPath
 from lousho.analysis.stats import wilson_interval
 from lousho.improve.applied_edit import AppliedEdit
 from lousho.kernel.monitor_rule import LOOKS
-from lousho.observe.trigger.cycle import AgentSpec, read_records
+from lousho.observe.trigger.cycle import AgentSpec, read_records, read_state
 from lousho.page.agentdir import SHOWN_ENTRIES, AuditLog, applied_edits, read_audit, watched_edit
 from lousho.page.data import Reader, monitor_outcomes, pass_rate_bins
 from lousho.page.html import Safe, dl, el, href, join, number, segment, short, table, when
@@ -37,6 +37,8 @@ def render_agent(reader: Reader, name: str, spec: AgentSpec | None, edit_line: i
         return join(parts)
     audit = read_audit(spec.state_dir)
     parts.append(_monitor(reader, name, spec, audit, edit_line))
+    parts.append(el("h2", "Regression trigger"))
+    parts.append(_detector(spec))
     parts.append(el("h2", "Cycles the daemon started"))
     parts.append(_cycles(spec))
     parts.append(el("h2", "Audit log"))
@@ -159,6 +161,30 @@ def _edit_path(reader: Reader, name: str, edit: AppliedEdit) -> Safe:
     else:
         parts.append(el("p", "No path to draw yet: each side needs a scored run.", cls="muted"))
     return join(parts)
+
+
+def _detector(spec: AgentSpec) -> Safe:
+    """The daemon's detector on the live revision: its statistic against its threshold, and what the
+    threshold's false-trigger rate assumes (``trigger-state.json``, written by the daemon at each change)."""
+    state = read_state(spec)
+    if state is None:
+        return el("p", "The daemon has not looked at this agent's runs yet (or runs the seeds' window rule).",
+                  cls="muted", id="trigger-state")
+    threshold = state.get("threshold")
+    fields: dict[str, Any] = {
+        "revision": el("code", str(state.get("revision"))),
+        "CUSUM statistic": f"{state.get('statistic', 0):.3f}",
+        "threshold": "none yet: the reference is incomplete and the detector does not fire"
+                     if threshold is None else f"{threshold:.3f}",
+        "reference": f"{state.get('reference_runs')} runs (at least {state.get('reference_needed')})",
+    }
+    if threshold is not None:
+        fields["looking for"] = f"pass rate {state.get('p0')} falling to {state.get('p1')}"
+        fields["runs watched"] = str(state.get("runs_watched"))
+        fields["false triggers"] = (f"at most {state.get('false_trigger_per_week')} a week over "
+                                    f"{state.get('week_runs')} runs, assuming {state.get('model')}")
+    tone = "bad" if state.get("alarm_run") is not None else "ok" if threshold is not None else "warn"
+    return join([el("p", str(state.get("describe", "")), cls=f"note {tone}", id="trigger-state"), dl(fields)])
 
 
 def _cycles(spec: AgentSpec) -> Safe:

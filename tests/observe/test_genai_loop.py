@@ -90,7 +90,7 @@ def watched(tmp_path: Path) -> Iterator[DaemonProcess]:
     (directory / "instructions.md").write_text("Answer tersely.\n")
     (tmp_path / "check.py").write_text("def check(case, output):\n    return None\n")
     daemon = start_daemon(tmp_path / "o.duckdb", "--agent", f"forecaster={directory}:{tmp_path / 'check.py'}",
-                          "--trigger-interval", "0.1", env={"LOUSHO_IMPROVE": "on"})
+                          "--trigger", "seed", "--trigger-interval", "0.1", env={"LOUSHO_IMPROVE": "on"})
     try:
         yield daemon
     finally:

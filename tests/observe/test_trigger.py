@@ -93,13 +93,13 @@ def test_an_agent_registered_twice_is_a_usage_error(agent_dir, monkeypatch, caps
 
 @pytest.fixture
 def watched(agent_dir: Path) -> Iterator[Callable[..., DaemonProcess]]:
-    """A daemon watching ``agent_dir`` as agent "coder", polling every 0.1 s."""
+    """A daemon watching ``agent_dir`` as agent "coder" with the seeds' window rule, polling every 0.1 s."""
     started: list[DaemonProcess] = []
 
     def start(env: dict[str, str] | None = None) -> DaemonProcess:
         spec = f"coder={agent_dir}:{agent_dir.parent / 'check.py'}"
-        daemon = start_daemon(agent_dir.parent / "o.duckdb", "--agent", spec, "--trigger-interval", INTERVAL,
-                              env={"LOUSHO_IMPROVE": "on", **(env or {})})
+        daemon = start_daemon(agent_dir.parent / "o.duckdb", "--agent", spec, "--trigger", "seed",
+                              "--trigger-interval", INTERVAL, env={"LOUSHO_IMPROVE": "on", **(env or {})})
         started.append(daemon)
         return daemon
 

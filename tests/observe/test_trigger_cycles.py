@@ -142,8 +142,8 @@ def test_a_cycle_that_met_an_unreachable_model_is_retried_and_applies_once_the_m
     editor_url = f"http://127.0.0.1:{port}/v1"  # nothing listens here yet
     revision = lousho.harness_revision(harness)
     daemon = start_daemon(tmp_path / "o.duckdb", "--agent", f"desk={harness}:{tmp_path / 'check.py'}",
-                          "--trigger-interval", "0.1", "--cycle-retry", "1", "--editor-model-url", editor_url,
-                          "--editor-model", "editor", env={"LOUSHO_IMPROVE": "on"})
+                          "--trigger", "seed", "--trigger-interval", "0.1", "--cycle-retry", "1",
+                          "--editor-model-url", editor_url, "--editor-model", "editor", env={"LOUSHO_IMPROVE": "on"})
     provider = instrument("desk", daemon.url)
     try:
         for i in range(40):

@@ -85,7 +85,7 @@ def test_a_cycle_triggered_by_a_daemon_with_a_token_reads_that_daemon(tmp_path: 
         monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
     # The daemon's own environment holds neither token nor CA: only its flags give them.
     daemon = start_daemon(tmp_path / "o.duckdb", "--token", TOKEN, *tls, "--agent", f"coder={agent}:{check}",
-                          "--trigger-interval", "0.1",
+                          "--trigger", "seed", "--trigger-interval", "0.1",
                           env={"LOUSHO_IMPROVE": "on", "LOUSHO_TOKEN": "", "LOUSHO_CA_CERT": ""})
     assert daemon.url.startswith(f"{scheme}://")
     provider = instrument("coder", daemon.url, token=TOKEN, ca_cert=cert)

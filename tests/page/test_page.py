@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -290,6 +291,15 @@ def test_an_agent_page_shows_pass_rates_the_monitor_path_and_a_verified_audit_lo
     looks = body[body.index('id="monitor-looks"'):]
     assert f"{pooled_z(20, 20, 11, 20):.2f}" in looks and "20/20" in looks and "11/20" in looks
     assert 'id="audit-verdict"' in body and "chain verifies: </strong>4 lines, chain and head match" in body
+    # The trigger's CUSUM on the live revision: its 26 runs (25 scored, one without a verdict: a failure to it)
+    # are a 1,000-run reference's start, so no threshold yet. The daemon looks every 5 s.
+    deadline = time.monotonic() + 30
+    while "reference incomplete: 26 " not in body and time.monotonic() < deadline:
+        time.sleep(0.2)
+        body = site.html("/agents/ledger")
+    trigger = body[body.index('id="trigger-state"'):]
+    assert "reference incomplete: 26 of at least 1000 runs (the detector does not fire before)" in trigger
+    assert "none yet: the reference is incomplete" in trigger
     assert "not registered" in site.html("/agents") and "Register the agent" in site.html("/agents/other")
 
 

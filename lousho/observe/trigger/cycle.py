@@ -3,10 +3,16 @@ one's live pass rate drops (seed: "A score regression seen by the observe daemon
 
 An agent is registered with ``--agent NAME=DIR:CHECK_MODULE``. Every ``interval_s`` the trigger reads
 the agent's non-probe runs through the SQL API's read path (a cursor of the daemon's database and
-``sql.run_query``; the writer thread stays the only writer), takes the *live revision* (the newest
-``harness_revision`` those runs used, derived or tagged; NULL when none has one) and judges its scored runs,
-with the runs just before it while it has too few of its own (``live_window``), by the seeds' monitor rule,
-computed here because observe imports nothing of ours but ``lousho.kernel.errors``.
+``sql.run_query``; the writer thread stays the only writer) and takes the *live revision* (the newest
+``harness_revision`` those runs used, derived or tagged; NULL when none has one: one unversioned revision).
+The default detector (``cusum``) is fed every run of that revision that ended since its last look, in order,
+and keeps its statistic between looks: a drop is seen even when it lies wholly between two looks. A run
+counts once it ended ``settle_s`` ago (its verdict had time to arrive); a run without a pass then (failed,
+unscored, crashed) is a failure. Its reading is written to ``DIR/.lousho/trigger-state.json`` (for the
+agent's page) and given to ``on_reading`` (``/metrics``). A new revision's CUSUM starts from its own first
+run and fires only once it has its own reference. ``--trigger seed`` judges the newest scored runs with the
+seeds' monitor rule instead (``detector.judge``), with the runs just before a new revision while it has too
+few of its own (``live_window``): there a changed prompt is watched against the revision before it.
 
 On a regression it runs ``python -m lousho improve DIR --check CHECK_MODULE --apply --json`` as a child
 process, with the models the daemon was given (``--model-url`` ... ``--editor-model``): once per (agent,
@@ -44,7 +50,17 @@ import duckdb
 
 from lousho.observe.errors import BadAgentOption
 from lousho.observe.sql import query as sql_api
-from lousho.observe.trigger.detector import MIN_DROP, WINDOW, Z_MIN, Window, judge
+from lousho.observe.trigger.detector import (
+    MIN_DROP,
+    WINDOW,
+    Z_MIN,
+    CusumConfig,
+    Detector,
+    Reading,
+    Run,
+    Window,
+    judge,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +91,20 @@ FROM ranked
 WHERE k <= ?
 ORDER BY started_ns DESC, run_id DESC
 """
+_LIVE_REVISION = """
+SELECT arg_max(harness_revision, started_ns) AS revision, count(*) AS runs FROM runs
+WHERE agent = ? AND NOT probe
+"""
+# The revision's runs that ended after the detector's last one (ended_us, run_id) and before the cutoff.
+_NEW_RUNS = """
+SELECT run_id, passed, conversation_id AS session, epoch_us(ended_at) AS ended_us FROM runs
+WHERE agent = ? AND NOT probe AND harness_revision IS NOT DISTINCT FROM ? AND epoch_us(ended_at) <= ?
+  AND (epoch_us(ended_at) > ? OR (epoch_us(ended_at) = ? AND run_id > ?))
+ORDER BY ended_us, run_id
+LIMIT ?
+"""
+# Runs read per query; a look reads on until it has them all.
+_BATCH = 50_000
 
 
 def live_window(rows: list[dict[str, Any]], window: int) -> list[bool]:
@@ -138,6 +168,11 @@ def parse_agents(values: Sequence[str]) -> tuple[AgentSpec, ...]:
 class TriggerConfig:
     agents: tuple[AgentSpec, ...] = ()
     interval_s: float = 5.0
+    # The detector: "cusum" (the default) or "seed" (the seeds' window rule, with the three numbers below).
+    rule: str = "cusum"
+    cusum: CusumConfig = field(default_factory=CusumConfig)
+    # A run counts once it ended this long ago: its verdict (a score span) had time to arrive.
+    settle_s: float = 30.0
     window: int = WINDOW
     min_drop: float = MIN_DROP
     z_min: float = Z_MIN
@@ -252,9 +287,13 @@ class Trigger:
 
     def __init__(self, config: TriggerConfig, reader_factory: Callable[[], duckdb.DuckDBPyConnection], *,
                  sql_timeout_s: float = 30.0, log: Callable[[str], None] = _stderr,
-                 on_poll: Callable[[], None] = lambda: None) -> None:
+                 on_poll: Callable[[], None] = lambda: None,
+                 on_reading: Callable[[str, Reading], None] = lambda name, reading: None) -> None:
         self.config = config
         self._on_poll = on_poll
+        self._on_reading = on_reading
+        self._detectors: dict[str, Detector] = {}  # agent -> its live revision's CUSUM
+        self._shown: dict[str, dict[str, Any]] = {}  # agent -> the state last written for its page
         self._reader_factory = reader_factory
         self._sql_timeout_s = sql_timeout_s
         self._log = log
@@ -303,15 +342,20 @@ class Trigger:
     def poll(self, agent: AgentSpec) -> None:
         """One look at ``agent``: reap its finished cycle, judge its live revision, act on a regression."""
         self._reap(agent)
-        found, revision, outcomes = self._live_outcomes(agent)
+        if self.config.rule == "seed":
+            found, revision, outcomes = self._live_outcomes(agent)
+            window: Window | Reading | None = None
+            if found and outcomes:
+                window = judge(outcomes, window=self.config.window, min_drop=self.config.min_drop,
+                               z_min=self.config.z_min)
+        else:
+            found, revision, window = self._watch(agent)
         if found:
             # Once another revision is live, an older one's regression is over: if a rollback brings it
             # back, a new regression on it may start a cycle again (the loop's cooldown still applies).
             self._started = {(a, r) for a, r in self._started if a != agent.name or r == revision}
         if not found or (agent.name, revision) in self._started:
             return
-        window = judge(outcomes, window=self.config.window, min_drop=self.config.min_drop,
-                       z_min=self.config.z_min)
         if window is None or not window.regressed:
             return
         retry = self._retry.get(agent.name)
@@ -339,6 +383,49 @@ class Trigger:
             return False, None, []
         return True, rows[0]["revision"], live_window(rows, self.config.window)
 
+    def _watch(self, agent: AgentSpec) -> tuple[bool, str | None, Reading | None]:
+        """Feed the live revision's CUSUM every run that ended since its last look: whether the agent has
+        runs, the live revision (None: unversioned) and the detector's reading."""
+        con = self._reader_factory()
+        self._cursor = con
+        try:
+            rows = sql_api.run_query(con, _LIVE_REVISION, [agent.name], timeout=self._sql_timeout_s).table.to_pylist()
+            if not rows or not rows[0]["runs"]:
+                return False, None, None
+            revision = rows[0]["revision"]
+            detector = self._detectors.get(agent.name)
+            if detector is None or detector.revision != revision:
+                # A new live revision (or an old one back): its own CUSUM, from its first run.
+                detector = self._detectors[agent.name] = Detector(revision, self.config.cusum)
+            cutoff = int((time.time() - self.config.settle_s) * 1e6)
+            while not self._stop.is_set():
+                ended, run_id = detector.position or (-(2 ** 62), "")
+                batch = sql_api.run_query(con, _NEW_RUNS, [agent.name, revision, cutoff, ended, ended, run_id, _BATCH],
+                                          timeout=self._sql_timeout_s).table.to_pylist()
+                detector.feed([Run(r["run_id"], r["ended_us"], r["passed"], r["session"]) for r in batch])
+                if len(batch) < _BATCH:
+                    break
+        finally:
+            self._cursor = None
+            con.close()
+        reading = detector.reading()
+        self._on_reading(agent.name, reading)
+        self._show(agent, reading)
+        return True, revision, reading
+
+    def _show(self, agent: AgentSpec, reading: Reading) -> None:
+        """The reading for the agent's page: ``trigger-state.json``, replaced whole when it changed."""
+        state = {"agent": agent.name, "revision": reading.revision, "describe": reading.describe(),
+                 "reference_needed": reading.reference_needed, **reading.evidence()}
+        if self._shown.get(agent.name) == state:
+            return
+        agent.state_dir.mkdir(parents=True, exist_ok=True)
+        path = agent.state_dir / "trigger-state.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(state, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        self._shown[agent.name] = state
+
     def _skip_reason(self, agent: AgentSpec) -> str | None:
         if self.config.improve_off:
             return "kill switch: LOUSHO_IMPROVE=off"
@@ -349,7 +436,7 @@ class Trigger:
             return f"previous cycle still running (pid {running[0].pid})"
         return None
 
-    def _skip(self, agent: AgentSpec, revision: str, window: Window, reason: str) -> None:
+    def _skip(self, agent: AgentSpec, revision: str, window: Window | Reading, reason: str) -> None:
         # A skip is not a start: the regression may still start a cycle once the cause clears. Each
         # (revision, reason) is recorded once, not on every poll.
         key = (agent.name, revision, reason)
@@ -358,7 +445,7 @@ class Trigger:
         self._skipped.add(key)
         self._record(agent, revision, window, "skipped", reason, pid=None)
 
-    def _start_cycle(self, agent: AgentSpec, revision: str, window: Window) -> None:
+    def _start_cycle(self, agent: AgentSpec, revision: str, window: Window | Reading) -> None:
         at = datetime.now(UTC)
         cycle_log = agent.state_dir / "cycles" / f"{at.strftime('%Y%m%dT%H%M%S.%fZ')}.log"
         cycle_log.parent.mkdir(parents=True, exist_ok=True)
@@ -422,13 +509,11 @@ class Trigger:
                       f"with code {process.returncode}")
         del self._cycles[name]
 
-    def _record(self, agent: AgentSpec, revision: str, window: Window, action: str, reason: str,
+    def _record(self, agent: AgentSpec, revision: str, window: Window | Reading, action: str, reason: str,
                 **extra: Any) -> None:
         self._append(agent, {
             "at": datetime.now(UTC).isoformat(), "agent": agent.name, "revision": revision,
-            "action": action, "reason": reason, "window": window.size,
-            "before_passes": window.before_passes, "recent_passes": window.recent_passes,
-            "z": None if window.z is None else round(window.z, 4), **extra,
+            "action": action, "reason": reason, **window.evidence(), **extra,
         })
         pid = f" pid={extra['pid']}" if extra.get("pid") is not None else ""
         self._log(f"lousho trigger: {action} agent={agent.name} revision={revision}{pid}: {reason}")
@@ -466,6 +551,15 @@ def _started_revisions(agent: AgentSpec) -> set[str]:
         elif entry.get("action") == "finished" and entry.get("retry"):
             revisions.discard(str(entry.get("revision")))  # failed before its step: not used up
     return revisions
+
+
+def read_state(agent: AgentSpec) -> dict[str, Any] | None:
+    """The detector's last reading the daemon wrote for ``agent`` (``trigger-state.json``), or None."""
+    try:
+        state = json.loads((agent.state_dir / "trigger-state.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def read_records(agent: AgentSpec, limit: int = 20) -> list[dict[str, Any]]:

@@ -46,7 +46,10 @@ def test_a_changed_system_prompt_is_a_new_derived_revision_the_monitor_and_the_t
         (dirs[name] / "instructions.md").write_text("Answer tersely.\n")
     (tmp_path / "check.py").write_text("def check(case, output):\n    return None\n")
     agents = [a for name in dirs for a in ("--agent", f"{name}={dirs[name]}:{tmp_path / 'check.py'}")]
-    daemon = start_daemon(tmp_path / "o.duckdb", *agents, "--trigger-interval", "0.1", env={"LOUSHO_IMPROVE": "on"})
+    # 20 runs a revision: the window rule, which watches a new revision against the 20 runs before it (the
+    # CUSUM does the same from a 1,000-run reference: test_trigger_cusum.py).
+    daemon = start_daemon(tmp_path / "o.duckdb", *agents, "--trigger", "seed", "--trigger-interval", "0.1",
+                          env={"LOUSHO_IMPROVE": "on"})
     try:
         for agent, second in (("worse", "fail"), ("same", "pass")):
             drive(tmp_path, model, daemon, instrumentation, steps(20, "pass", "A"), "--agent", agent,

@@ -92,6 +92,24 @@ def test_a_reference_must_also_span_its_hours():
     assert reading.calibration is not None and reading.calibration.week_runs == pytest.approx(7 * 2400, rel=0.01)
 
 
+def test_a_new_revision_is_judged_against_the_reference_of_the_one_before_it():
+    """A changed prompt that hurts is a drop from the old revision's pass rate, seen from its first runs;
+    one that does not hurt is not; before the old reference is complete the new revision builds its own."""
+    config = CusumConfig(reference_hours=0.0, runs_per_day=300)
+    old = Detector("auto:a", config)
+    old.feed([Run(f"a{i:04d}", i, i % 10 != 0) for i in range(1000)])  # p = 0.9
+    assert old.reading().threshold is not None
+    worse = old.carried_to("auto:b")
+    assert (worse.revision, worse.reading().p0, worse.reading().statistic) == ("auto:b", old.reading().p0, 0.0)
+    worse.feed([Run(f"b{i:03d}", 2000 + i, i % 2 == 0) for i in range(200)])  # p = 0.5
+    assert worse.reading().regressed
+    same = old.carried_to("auto:c")
+    same.feed([Run(f"c{i:03d}", 2000 + i, i % 10 != 0) for i in range(200)])
+    assert not same.reading().regressed
+    fresh = Detector("auto:a", config).carried_to("auto:d")  # the one before had no reference yet
+    assert fresh.reading().threshold is None
+
+
 @pytest.mark.parametrize(("p", "per_day", "replicates"), [
     (0.5, 300, 20_000), (0.9, 300, 20_000), (0.95, 300, 20_000),
     (0.5, 3000, 2_000), (0.9, 3000, 20_000), (0.95, 3000, 20_000),

@@ -9,10 +9,11 @@ The default detector (``cusum``) is fed every run of that revision that ended si
 and keeps its statistic between looks: a drop is seen even when it lies wholly between two looks. A run
 counts once it ended ``settle_s`` ago (its verdict had time to arrive); a run without a pass then (failed,
 unscored, crashed) is a failure. Its reading is written to ``DIR/.lousho/trigger-state.json`` (for the
-agent's page) and given to ``on_reading`` (``/metrics``). A new revision's CUSUM starts from its own first
-run and fires only once it has its own reference. ``--trigger seed`` judges the newest scored runs with the
-seeds' monitor rule instead (``detector.judge``), with the runs just before a new revision while it has too
-few of its own (``live_window``): there a changed prompt is watched against the revision before it.
+agent's page) and given to ``on_reading`` (``/metrics``). A new revision's CUSUM starts from its first run
+against the reference of the revision before it (``Detector.carried_to``): a changed prompt that hurts is
+caught as a drop from the old pass rate; a daemon restarted since then rebuilds the new revision's own.
+``--trigger seed`` judges the newest scored runs with the seeds' monitor rule instead (``detector.judge``),
+with the runs just before a new revision while it has too few of its own (``live_window``).
 
 On a regression it runs ``python -m lousho improve DIR --check CHECK_MODULE --apply --json`` as a child
 process, with the models the daemon was given (``--model-url`` ... ``--editor-model``): once per (agent,
@@ -394,9 +395,12 @@ class Trigger:
                 return False, None, None
             revision = rows[0]["revision"]
             detector = self._detectors.get(agent.name)
-            if detector is None or detector.revision != revision:
-                # A new live revision (or an old one back): its own CUSUM, from its first run.
+            if detector is None:
                 detector = self._detectors[agent.name] = Detector(revision, self.config.cusum)
+            elif detector.revision != revision:
+                # A new live revision (or an old one back): a CUSUM from its first run, against the reference of
+                # the revision before it (its own once that one had none complete).
+                detector = self._detectors[agent.name] = detector.carried_to(revision)
             cutoff = int((time.time() - self.config.settle_s) * 1e6)
             while not self._stop.is_set():
                 ended, run_id = detector.position or (-(2 ** 62), "")

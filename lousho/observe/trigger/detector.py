@@ -149,6 +149,19 @@ class Detector:
         self.runs_watched = 0
         self.alarm_run: int | None = None
 
+    def carried_to(self, revision: str | None) -> Detector:
+        """A detector for ``revision``, the one that followed this detector's: while the new revision has no
+        reference of its own, it is judged against this one's (a changed prompt watched against the revision
+        before it, as issue 26 asks), with the statistic from 0. Before this reference is complete, the new
+        revision builds its own from its first runs."""
+        carried = Detector(revision, self.config)
+        if self._step is not None:
+            carried._ref_runs, carried._ref_passes, carried._ref_first_us = (
+                self._ref_runs, self._ref_passes, self._ref_first_us)
+            carried._calibration, carried._step = self._calibration, self._step
+            carried._p0, carried._p1 = self._p0, self._p1
+        return carried
+
     def feed(self, runs: Sequence[Run]) -> None:
         for run in runs:
             self.position = (run.ended_us, run.run_id)

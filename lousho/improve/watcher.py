@@ -120,8 +120,9 @@ def _monitor(setup: LoopSetup, watched: WatchedEdit, *, guarded: bool) -> Tick:
                       MonitorConfig(max_age=timedelta(days=config.monitor_max_age_days)))
     decision = monitor.check(setup.clock())
     evidence = {"look": decision.look, "runs": decision.runs, "base_passes": decision.base_passes,
-                "applied_passes": decision.applied_passes, "z": decision.z, "false_alarm": decision.false_alarm,
-                "power": decision.power}
+                "applied_passes": decision.applied_passes, "applied_runs": decision.applied_runs, "z": decision.z,
+                "false_alarm": decision.false_alarm, "power": decision.power, "design": decision.design,
+                "assumptions": decision.assumptions}
     if decision.action == "rollback":
         settle(setup, "rollback", decision.reason, evidence)
         return Tick("rollback", f"the monitor saw a regression: {decision.reason}")

@@ -9,6 +9,7 @@ import pytest
 from agent_runs import emit_run
 
 from lousho.analysis import Monitor
+from lousho.analysis.monitor import MonitorConfig
 from lousho.observe import connect, instrument
 
 # 60 base runs at 0.9 (every tenth fails), then an edit.
@@ -68,3 +69,40 @@ def test_a_healthy_edit_is_kept_after_the_last_look(shared_daemon):
     decision = monitor.check()
     assert decision.action == "keep"
     assert (decision.look, decision.runs) == (3, 60)
+
+
+@pytest.mark.system
+def test_crashed_runs_are_failures_against_the_held_back_sessions(shared_daemon):
+    # After the apply, every third session stays on the base (the holdback); a third of the edit's runs crash
+    # (an error, no verdict). The seed design never sees a crash; the concurrent design counts each a failure.
+    agent = "crashing"
+    provider = instrument(f"monitor-{agent}", shared_daemon.url)
+    for i, outcome in enumerate(BASE):
+        emit_run(provider, f"{agent}-before-{i}", agent=agent, revision="base", outcome=outcome)
+    provider.force_flush()
+    time.sleep(0.01)
+    applied_at = datetime.now(UTC)
+    time.sleep(0.01)
+    for i in range(60):
+        if i % 3 == 0:
+            emit_run(provider, f"{agent}-held-{i}", agent=agent, revision="base", outcome="pass")
+        else:
+            emit_run(provider, f"{agent}-applied-{i}", agent=agent, revision="applied",
+                     outcome="error" if i % 3 == 1 else "pass")
+    provider.shutdown()
+    decision = _monitor(shared_daemon.url, agent, applied_at).check()
+    assert decision.design == "concurrent" and decision.action == "rollback"
+    assert (decision.look, decision.runs, decision.base_passes) == (1, 20, 20)
+    # Every applied run up to the 20th held-back one: 38, of which 19 crashed and count as failures.
+    assert decision.applied_passes == 19 and decision.applied_runs == 38
+    seed = Monitor(connect(shared_daemon.url), agent, "base", "applied", applied_at,
+                   MonitorConfig(design="seed")).check()
+    assert seed.action != "rollback" and seed.design == "seed"
+
+
+@pytest.mark.system
+def test_without_a_holdback_the_watch_runs_stratified_and_says_so(shared_daemon):
+    applied = ["fail" if i % 2 else "pass" for i in range(20)]
+    applied_at = _fill(shared_daemon.url, "no-holdback", applied)
+    decision = _monitor(shared_daemon.url, "no-holdback", applied_at).check()
+    assert decision.design == "stratified" and "[stratified design]" in decision.reason

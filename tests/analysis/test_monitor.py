@@ -12,7 +12,7 @@ from lousho.analysis.errors import BadInputError
 from lousho.analysis.monitor import MonitorConfig, decide
 from lousho.analysis.operating import stopping_probabilities
 
-SEED = MonitorConfig()
+SEED = MonitorConfig(design="seed")  # the seeds' rule, kept by name
 DAY = timedelta(days=1)
 
 
@@ -92,7 +92,7 @@ def test_a_regression_reached_in_time_still_rolls_back_after_the_deadline() -> N
 
 
 def test_every_decision_states_the_rules_exact_error_rates() -> None:
-    config = MonitorConfig(design_p0=0.9)
+    config = MonitorConfig(design_p0=0.9, design="seed")
     decision = decide(config, [], [], timedelta(0))
     assert decision.p0 == 0.9 and decision.p1 == pytest.approx(0.8)
     assert decision.false_alarm == pytest.approx(0.0369, abs=5e-5)
@@ -113,7 +113,7 @@ def test_the_same_runs_give_the_same_decision_however_often_asked() -> None:
 
 
 def test_other_rules_decide_on_their_own_boundary() -> None:
-    pocock = MonitorConfig(rule="pocock", alpha=0.05)
+    pocock = MonitorConfig(rule="pocock", alpha=0.05, design="seed")
     decision = decide(pocock, runs(20, 0), runs(17, 3), DAY)
     assert decision.bound == pytest.approx(1.992, abs=5e-4)
     assert decision.rule == "pocock"

@@ -48,38 +48,51 @@ class EstimatedRate:
 # --- vectorised exact p-values (one row per replicate) ---
 
 
-def _laws(totals: Int, runs: int) -> tuple[NDArray[np.float64], Int]:
-    """Per row, the null law of sum C over its cases: (one pmf per distinct multiset, row -> pmf index).
+def _laws(totals: Int, runs: int) -> tuple[NDArray[np.float64], Int, Int]:
+    """Per row, the null law of sum C over its cases: (pmfs, row -> pmf index, row's shift).
 
-    The same law as ``paired.null_pmf``, for all distinct multisets at once: the law is a product of
-    generating polynomials, one per case, so in Fourier space it is ``prod_t F_t ** count_t``. Rounding
-    leaves errors near 1e-16, far below any level the rules compare with (they allow 1e-9 relative).
+    The same law as ``paired.null_pmf``, for all rows at once. A case with total t > r behaves as one with
+    2r - t shifted by t - r (its failures split as the passes would), so a row's law is that of its
+    classes min(t, 2r - t), shifted: far fewer distinct laws than multisets. Each law is a product of
+    generating polynomials, so in Fourier space ``exp(sum_k n_k log F_k)``: one matrix product. Rounding
+    leaves errors near 1e-16, far below what the rules compare (they allow 1e-9 relative).
     """
-    counts = (totals[..., None] == np.arange(2 * runs + 1)).sum(axis=-2)
-    keys, inverse = np.unique(counts, axis=0, return_inverse=True)
-    width = runs * totals.shape[-1] + 1
+    kind = np.minimum(totals, 2 * runs - totals)
+    shift = np.maximum(totals - runs, 0).sum(axis=1)
+    bins = runs + 1
+    offsets = kind + bins * np.arange(kind.shape[0])[:, None]
+    counts = np.bincount(offsets.ravel(), minlength=bins * kind.shape[0]).reshape(-1, bins)
+    radix = kind.shape[1] + 1
+    codes = counts[:, 1:] @ (radix ** np.arange(bins - 1, dtype=np.float64))  # exact below 2**53
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    keys = counts[first, 1:].astype(float)
+    width = runs * kind.shape[1] + 1
     size = 1 << max(int(width - 1).bit_length(), 1)
-    spectra = np.fft.rfft([hypergeometric_pmf(runs, t) for t in range(2 * runs + 1)], n=size)
-    product = np.ones((len(keys), spectra.shape[1]), dtype=complex)
-    for total in range(2 * runs + 1):
-        product *= spectra[total] ** keys[:, total, None]
-    pmfs = np.clip(np.fft.irfft(product, n=size)[:, :width], 0.0, None)
-    return pmfs, inverse.reshape(-1)
+    spectra = np.fft.rfft([hypergeometric_pmf(runs, k) for k in range(1, bins)], n=size)
+    logs = np.log(np.where(spectra == 0, 1e-300, spectra))
+    pmfs = np.clip(np.fft.irfft(np.exp(keys @ logs), n=size)[:, :width], 0.0, None)
+    return pmfs, inverse.reshape(-1), shift
+
+
+def _tails(pmfs: NDArray[np.float64]) -> NDArray[np.float64]:
+    """tails[i, s] = P(S >= s) for s = 0..width (the last column 0)."""
+    out = np.zeros((pmfs.shape[0], pmfs.shape[1] + 1))
+    out[:, :-1] = np.cumsum(pmfs[:, ::-1], axis=1)[:, ::-1]
+    return out
 
 
 def upper_p_arrays(base: ArrayLike, candidate: ArrayLike, runs: int) -> NDArray[np.float64]:
     """``paired.upper_p`` on rows of cases (replicates x cases)."""
     b, c = np.asarray(base, dtype=np.int64), np.asarray(candidate, dtype=np.int64)
-    pmfs, inverse = _laws(b + c, runs)
-    tails = np.cumsum(pmfs[:, ::-1], axis=1)[:, ::-1]
-    return np.minimum(tails[inverse, c.sum(axis=1)], 1.0)
+    pmfs, inverse, shift = _laws(b + c, runs)
+    return np.minimum(_tails(pmfs)[inverse, c.sum(axis=1) - shift], 1.0)
 
 
 def lower_p_arrays(base: ArrayLike, candidate: ArrayLike, runs: int) -> NDArray[np.float64]:
     """``paired.lower_p`` on rows of cases (replicates x cases)."""
     b, c = np.asarray(base, dtype=np.int64), np.asarray(candidate, dtype=np.int64)
-    pmfs, inverse = _laws(b + c, runs)
-    return np.minimum(np.cumsum(pmfs, axis=1)[inverse, c.sum(axis=1)], 1.0)
+    pmfs, inverse, shift = _laws(b + c, runs)
+    return np.minimum(np.cumsum(pmfs, axis=1)[inverse, c.sum(axis=1) - shift], 1.0)
 
 
 def stage_verdicts(b1: Int, c1: Int, b2: Int, c2: Int, rules: PairedRules, candidates: int) -> tuple[NDArray, NDArray]:
@@ -124,54 +137,75 @@ def simulate_gate(
         raise BadInputError("p_candidate", pc.tolist(), f"one rate per case ({pb.size})")
     hb = _rates(held_out) if np.size(held_out) else np.zeros(0)
     hc = hb if held_out_candidate is None else _rates(held_out_candidate)
+    rows = (replicates, 1)
+    done, runs = simulate_rows(np.tile(pb, rows), np.tile(pc, rows), np.tile(hb, rows), np.tile(hc, rows),
+                               gate=gate, candidates=candidates, rules=rules, seed_rules=seed_rules, seed=seed)
+    accept = float(done.mean())
+    return GateSimulation(accept, float(np.sqrt(accept * (1 - accept) / replicates)), float(runs.mean()),
+                          replicates)
+
+
+def simulate_rows(
+    pb: NDArray[np.float64],
+    pc: NDArray[np.float64],
+    hb: NDArray[np.float64],
+    hc: NDArray[np.float64],
+    *,
+    gate: str = "paired",
+    candidates: int = 1,
+    rules: PairedRules = DEFAULT_PAIRED,
+    seed_rules: GateRules = DEFAULT_RULES,
+    seed: int = 0,
+) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """One replicate per row, each with its own per-case rates (replicates x cases; held-out ``hb``, ``hc``
+    may have no columns): (some candidate accepted, agent runs spent) per row. Many rate vectors of one size
+    go in one call, so a grid of them costs one pass of numpy."""
+    if gate not in ("paired", "seed"):
+        raise BadInputError("gate", gate, "paired or seed")
     c = _checks.positive_int("candidates", candidates)
     rng = np.random.default_rng(seed)
-    r1, r2 = rules.runs[0], rules.runs[1] - rules.runs[0]
-    shape, hshape = (replicates, pb.size), (replicates, hb.size)
-    runs_seed = seed_rules.runs
-    base1 = rng.binomial(r1 if gate == "paired" else runs_seed, pb, shape)
-    base2 = rng.binomial(r2, pb, shape)
-    hbase1 = rng.binomial(r1 if gate == "paired" else runs_seed, hb, hshape)
-    hbase2 = rng.binomial(seed_rules.rerun, hb, hshape)
+    paired = gate == "paired"
+    r1 = rules.runs[0] if paired else seed_rules.runs
+    r2 = rules.runs[1] - rules.runs[0]
+    n, nh = pb.shape[1], hb.shape[1]
+    base1, base2 = rng.binomial(r1, pb), rng.binomial(r2, pb)
+    hbase1, hbase2 = rng.binomial(r1, hb), rng.binomial(seed_rules.rerun, hb)
+    replicates = pb.shape[0]
     done = np.zeros(replicates, dtype=bool)
-    runs = np.full(replicates, (r1 if gate == "paired" else runs_seed) * pb.size, dtype=float)
+    runs = np.full(replicates, float(r1 * n))
     second_base = np.zeros(replicates, dtype=bool)
     held_base = np.zeros(replicates, dtype=bool)
-    rerun_base = np.zeros(hshape, dtype=bool)
+    rerun_base = np.zeros(hb.shape, dtype=bool)
     for _ in range(c):
         tried = ~done
-        if gate == "paired":
-            c1, c2 = rng.binomial(r1, pc, shape), rng.binomial(r2, pc, shape)
-            train, went = stage_verdicts(base1, c1, base2, c2, rules, c)
-            runs += tried * (r1 * pb.size + went * r2 * pb.size)
+        c1 = rng.binomial(r1, pc)
+        if paired:
+            train, went = stage_verdicts(base1, c1, base2, rng.binomial(r2, pc), rules, c)
+            runs += tried * (r1 * n + went * r2 * n)
             second_base |= tried & went
         else:
-            c1 = rng.binomial(runs_seed, pc, shape)
             train = _seed_training(base1, c1, seed_rules)
-            runs += tried * runs_seed * pb.size
+            runs += tried * r1 * n
         ok = train.copy()
-        if hb.size:
+        if nh:
             reach = tried & train
-            hcand = rng.binomial(r1 if gate == "paired" else runs_seed, hc, hshape)
-            runs += reach * hcand.shape[1] * (r1 if gate == "paired" else runs_seed)
+            hcand = rng.binomial(r1, hc)
+            runs += reach * nh * r1
             held_base |= reach
-            if gate == "paired":
+            if paired:
                 ok &= lower_p_arrays(hbase1, hcand, r1) > rules.held_out_alpha * SLACK
             else:
                 drop = hcand < hbase1
-                hrerun = rng.binomial(seed_rules.rerun, hc, hshape)
+                hrerun = rng.binomial(seed_rules.rerun, hc)
                 runs += reach * (drop.sum(axis=1) * seed_rules.rerun)
                 rerun_base |= reach[:, None] & drop
                 pooled = (hbase1 + hbase2) - (hcand + hrerun)
                 ok &= ~(drop & (pooled >= seed_rules.held_out_min_drop)).any(axis=1)
         done |= tried & ok
-    runs += second_base * r2 * pb.size
-    if hb.size:
-        runs += held_base * hb.size * (r1 if gate == "paired" else runs_seed)
-        runs += rerun_base.sum(axis=1) * seed_rules.rerun  # the base reruns a dropped case once
-    accept = float(done.mean())
-    return GateSimulation(accept, float(np.sqrt(accept * (1 - accept) / replicates)), float(runs.mean()),
-                          replicates)
+    runs += second_base * r2 * n
+    runs += held_base * nh * r1
+    runs += rerun_base.sum(axis=1) * seed_rules.rerun  # the base reruns a dropped case once
+    return done, runs
 
 
 def _seed_training(base: Int, candidate: Int, rules: GateRules) -> NDArray[np.bool_]:
@@ -201,8 +235,8 @@ def false_accept_rate(
     a1, a2 = rules.levels(candidates)
     shape = (replicates, p.size)
     t1 = rng.binomial(2 * r1, p, shape)
-    pmfs, inverse = _laws(t1, r1)
-    tails = np.cumsum(pmfs[:, ::-1], axis=1)[:, ::-1]
+    pmfs, inverse, shift1 = _laws(t1, r1)
+    tails = _tails(pmfs)
     # Stage 1, exact given the totals: the attained size, the largest tail at or below the level.
     size1 = np.where(tails <= a1 * SLACK, tails, 0.0).max(axis=1)[inverse]
     # Stage 2: sample how the stage-1 totals split, keep the rows that go on, then exact given the
@@ -210,21 +244,20 @@ def false_accept_rate(
     c1 = rng.hypergeometric(t1, 2 * r1 - t1, r1)
     b1 = t1 - c1
     s1 = c1.sum(axis=1)
-    p1 = np.minimum(tails[inverse, s1], 1.0)
+    p1 = np.minimum(tails[inverse, s1 - shift1], 1.0)
     go_on = (p1 > a1 * SLACK) & (p1 <= rules.go_on * SLACK) & (s1 > b1.sum(axis=1))
     size2 = np.zeros(replicates)
     rows = np.flatnonzero(go_on)
     if rows.size:
         t2 = rng.binomial(2 * r2, p, (rows.size, p.size))
-        cum_pmfs, cum_inv = _laws(t1[rows] + t2, rules.runs[1])
-        cum_tails = np.cumsum(cum_pmfs[:, ::-1], axis=1)[:, ::-1]
-        critical = (cum_tails > a2 * SLACK).sum(axis=1)[cum_inv]  # smallest S with tail <= a2
-        inc_pmfs, inc_inv = _laws(t2, r2)
-        inc_tails = np.cumsum(inc_pmfs[:, ::-1], axis=1)[:, ::-1]
-        need = critical - s1[rows]
+        cum_pmfs, cum_inv, cum_shift = _laws(t1[rows] + t2, rules.runs[1])
+        # The smallest cumulative S whose tail is at most the level, back in S's own coordinates.
+        critical = (_tails(cum_pmfs) > a2 * SLACK).sum(axis=1)[cum_inv] + cum_shift
+        inc_pmfs, inc_inv, inc_shift = _laws(t2, r2)
+        inc_tails = _tails(inc_pmfs)
+        need = critical - s1[rows] - inc_shift  # in the increment's shifted coordinates
         inside = np.clip(need, 0, inc_tails.shape[1] - 1)
-        size2[rows] = np.where(need <= 0, 1.0, np.where(need >= inc_tails.shape[1], 0.0,
-                                                        inc_tails[inc_inv, inside]))
+        size2[rows] = np.where(need <= 0, 1.0, inc_tails[inc_inv, inside])
     values = size1 + size2
     return EstimatedRate(float(values.mean()), float(values.std(ddof=1) / np.sqrt(replicates)), replicates)
 
@@ -237,7 +270,7 @@ def held_out_false_reject(p_base: ArrayLike, rules: PairedRules = DEFAULT_PAIRED
         return EstimatedRate(0.0, 0.0, 0)
     rng = np.random.default_rng(seed)
     r = rules.runs[0]
-    pmfs, inverse = _laws(rng.binomial(2 * r, p, (replicates, p.size)), r)
+    pmfs, inverse, _ = _laws(rng.binomial(2 * r, p, (replicates, p.size)), r)
     heads = np.cumsum(pmfs, axis=1)
     size = np.where(heads <= rules.held_out_alpha * SLACK, heads, 0.0).max(axis=1)[inverse]
     return EstimatedRate(float(size.mean()), float(size.std(ddof=1) / np.sqrt(replicates)), replicates)

@@ -60,6 +60,13 @@ def test_a_true_fix_becomes_a_proposal(tmp_path: Path, agent_model: ModelConfig)
     # The decision says what it could have got wrong: exact rates of the rules it applied.
     rates = {r["rule"] for r in gate[0].evidence["error_rates"]}
     assert {"training", "held-out", "cost"} <= rates
+    # Each rate says its model: the per-case base rates it assumed and the candidates tried.
+    assert gate[0].evidence["gate"] == "paired" and gate[0].evidence["stages"][0]["stage"] == 1
+    for rate in gate[0].evidence["error_rates"]:
+        assert rate["model"] and rate["candidates"] >= 1
+    training = [r for r in gate[0].evidence["error_rates"] if r["rule"] == "training"]
+    assert any("per-case base rates [" in r["model"] for r in training)
+    assert any(r["value"] == 0.05 and "bound" in r["method"] for r in training)
     assert result.cost.agent_runs > 0 and result.cost.requests > 0 and result.cost.tokens > 0
     card = format_improve_result(result)
     assert "PROPOSAL" in card and ADD_FIX in card and "error rate" in card

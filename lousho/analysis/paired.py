@@ -11,7 +11,8 @@ Stage 1 (``runs[0]`` per side): accept at p <= ``accept[0]``; go on only if p <=
 candidate passes more runs than the base, else reject. Stage 2 (``runs[1]`` cumulative): accept at
 p <= ``accept[1]``. By the union bound P(accept | no effect) <= accept[0] + accept[1] (0.05) for every
 vector of per-case rates; with ``candidates`` tried in one step both levels are divided by their number.
-Held-out cases reject on a harm-direction exact test (``P(sum C* <= sum C_obs)``) at ``held_out_alpha``.
+Held-out cases reject on harm-direction exact tests (``P(sum C* <= sum C_obs)`` over the cases, and
+each case's own, Bonferroni over the cases) at ``held_out_alpha``.
 """
 
 from __future__ import annotations
@@ -152,10 +153,18 @@ def stage_two(base: Sequence[int], candidate: Sequence[int], rules: PairedRules 
 
 def held_out_harm(base: Sequence[int], candidate: Sequence[int], runs: int,
                   rules: PairedRules = DEFAULT_PAIRED) -> tuple[bool, float]:
-    """(rejects, p): the held-out cases are worse under the candidate at one-sided p <= held_out_alpha."""
+    """(rejects, p): the held-out cases are worse under the candidate.
+
+    Two one-sided exact tests: the stratified one over all held-out cases at ``held_out_alpha`` (a harm
+    spread over many cases), and each case's own at ``held_out_alpha`` / cases (a harm on one case that
+    the others' noise would dilute in the sum: an edit that breaks one text helper). ``p`` is the smaller
+    of the stratified p and the smallest per-case p times the number of cases (Bonferroni).
+    """
     if not base:
         return False, 1.0
-    p = lower_p(base, candidate, runs)
+    pooled = lower_p(base, candidate, runs)
+    single = min(lower_p([b], [c], runs) for b, c in zip(base, candidate, strict=True)) * len(base)
+    p = min(pooled, single, 1.0)
     return at_most(p, rules.held_out_alpha), p
 
 

@@ -95,6 +95,14 @@ def lower_p_arrays(base: ArrayLike, candidate: ArrayLike, runs: int) -> NDArray[
     return np.minimum(np.cumsum(pmfs, axis=1)[inverse, c.sum(axis=1) - shift], 1.0)
 
 
+def held_out_p_arrays(base: Int, candidate: Int, runs: int) -> NDArray[np.float64]:
+    """``paired.held_out_harm``'s p on rows: the stratified p or m times the smallest per-case p."""
+    pooled = lower_p_arrays(base, candidate, runs)
+    cdf = np.cumsum([hypergeometric_pmf(runs, t) for t in range(2 * runs + 1)], axis=1)
+    single = np.minimum(cdf[base + candidate, candidate], 1.0).min(axis=1) * base.shape[1]
+    return np.minimum(np.minimum(pooled, single), 1.0)
+
+
 def stage_verdicts(b1: Int, c1: Int, b2: Int, c2: Int, rules: PairedRules, candidates: int) -> tuple[NDArray, NDArray]:
     """(accepted, went to stage 2) per row; b2, c2 are the stage-2 increments (cumulative = b1 + b2)."""
     a1, a2 = rules.levels(candidates)
@@ -193,7 +201,7 @@ def simulate_rows(
             runs += reach * nh * r1
             held_base |= reach
             if paired:
-                ok &= lower_p_arrays(hbase1, hcand, r1) > rules.held_out_alpha * SLACK
+                ok &= held_out_p_arrays(hbase1, hcand, r1) > rules.held_out_alpha * SLACK
             else:
                 drop = hcand < hbase1
                 hrerun = rng.binomial(seed_rules.rerun, hc)
@@ -264,16 +272,17 @@ def false_accept_rate(
 
 def held_out_false_reject(p_base: ArrayLike, rules: PairedRules = DEFAULT_PAIRED, *, replicates: int = 20_000,
                           seed: int = 0) -> EstimatedRate:
-    """P(the held-out harm test rejects | no effect) at per-case rates: the attained size given the totals."""
+    """P(the held-out tests reject | no effect) at per-case rates, simulated on the held-out runs alone."""
     p = _rates(p_base)
     if not p.size:
         return EstimatedRate(0.0, 0.0, 0)
     rng = np.random.default_rng(seed)
     r = rules.runs[0]
-    pmfs, inverse, _ = _laws(rng.binomial(2 * r, p, (replicates, p.size)), r)
-    heads = np.cumsum(pmfs, axis=1)
-    size = np.where(heads <= rules.held_out_alpha * SLACK, heads, 0.0).max(axis=1)[inverse]
-    return EstimatedRate(float(size.mean()), float(size.std(ddof=1) / np.sqrt(replicates)), replicates)
+    shape = (replicates, p.size)
+    base, cand = rng.binomial(r, p, shape), rng.binomial(r, p, shape)
+    rejects = held_out_p_arrays(base, cand, r) <= rules.held_out_alpha * SLACK
+    rate = float(rejects.mean())
+    return EstimatedRate(rate, float(np.sqrt(rate * (1 - rate) / replicates)), replicates)
 
 
 def case_rates(passes: Sequence[int], runs: Sequence[int]) -> list[float]:

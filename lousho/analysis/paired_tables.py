@@ -54,7 +54,8 @@ passes over both sides, the candidate's share is hypergeometric whatever the cas
 p-value P(ΣC* ≥ ΣC) is the convolution of those laws (`lousho/analysis/paired.py`). Stage 1 (3 runs a
 side): accept at p ≤ 0.01, go on only at p ≤ 0.25 with the candidate ahead; stage 2 (6 cumulative):
 accept at p ≤ 0.04. So P(accept | no effect) ≤ 0.05 for every mix of cases; with c candidates tried in
-one step each is tested at 0.05/c. Held-out cases reject at a one-sided harm p ≤ 0.10. `lousho improve
+one step each is tested at 0.05/c. Held-out cases reject at a one-sided harm p ≤ 0.10, over all of
+them or on any one at 0.10 divided by their number. `lousho improve
 --gate seed` (or `"gate": "seed"` in improve.json) runs the seeds' rule instead.
 
 P(some candidate accepted | no effect), {REPLICATES:,} replicates each (s.e. about 0.001), the

@@ -140,8 +140,9 @@ def held_out_rates(base: Mapping[str, list[RunRecord]], rules: paired.PairedRule
     rates = _rates(base)
     false = held_out_false_reject(rates, rules, replicates=RATE_REPLICATES)
     return [ErrorRate("held-out", "P(reject) for an edit that changes nothing", false.rate,
-                      f"{len(rates)} held-out cases, one-sided {rules.held_out_alpha}",
-                      f"conditional Monte Carlo, {RATE_REPLICATES:,} replicates, seed 0, s.e. {false.se:.4f}",
+                      f"{len(rates)} held-out cases, one-sided {rules.held_out_alpha} (all cases, and each at "
+                      f"{rules.held_out_alpha}/{len(rates)})",
+                      f"simulated, {RATE_REPLICATES:,} replicates, seed 0, s.e. {false.se:.4f}",
                       rate_model(rates, 1))]
 
 

@@ -143,3 +143,19 @@ def test_recorded_rates_are_within_10_percent_of_the_true_rate_on_mixed_cases() 
         # The one pooled rate the seeds' record assumed is far off on such a mix.
         pooled = oc.training_gate_rate([(rates.mean(), rates.mean())] * rates.size)
         assert name != "easy/hard 70/30" or pooled > 1.2 * true_seed or pooled < true_seed / 1.2
+
+
+def test_the_held_out_guard_catches_a_harm_on_one_case_that_another_cases_noise_would_hide() -> None:
+    # An edit that breaks one text helper (3 -> 0) while a noisy case goes 2 -> 3: the sum alone says p = 0.275.
+    assert paired.lower_p([3, 2], [0, 3], 3) > 0.25
+    assert paired.held_out_harm([3, 2], [0, 3], 3)[0]
+    assert not paired.held_out_harm([3, 2], [2, 3], 3)[0]
+    rng = np.random.default_rng(4)
+    b, c = rng.binomial(3, 0.7, (4000, 4)), rng.binomial(3, 0.6, (4000, 4))
+    vector = po.held_out_p_arrays(b, c, 3)
+    assert all(abs(v - paired.held_out_harm(list(x), list(y), 3)[1]) < 1e-9 for v, x, y in zip(vector, b, c,
+                                                                                            strict=True))
+    # With no effect the guard rejects at most 0.10 + 0.10 (two tests, each at 0.10), whatever the rates.
+    for rates in ([0.9, 0.6, 0.5], [0.97] * 5, [0.5, 0.5]):
+        false = po.held_out_false_reject(rates, replicates=REPLICATES)
+        assert false.rate <= 0.20 + 3 * false.se

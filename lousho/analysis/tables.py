@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lousho.analysis import gate_operating as oc
-from lousho.analysis import trigger_table
+from lousho.analysis import paired_tables, trigger_table
 from lousho.analysis._names import RULES
 from lousho.analysis.boundaries import Boundary, make_boundary
 from lousho.analysis.operating import (
@@ -54,6 +54,7 @@ def render() -> str:
         _paired_section(),
         _cost_section(),
         _wilson_section(),
+        paired_tables.section(_table),
         trigger_table.section(),
     ]
     return "\n\n".join(sections) + "\n"
@@ -207,7 +208,7 @@ def _gate_section() -> str:
         ["true pass rate"] + [f"{p:g}" for p in canary_rates],
         [["passes ≥ 5 of 6"] + [f"{oc.canary_pass_rate(p):.3f}" for p in canary_rates]],
     )
-    return f"""## 5. Gate error rates
+    return f"""## 5. Gate error rates (the seeds' gate, `--gate seed`)
 
 Exact, per case, with 3 fresh runs per side. **Training gate** (a case passes at least 2 more runs
 in 3; no case worse):

@@ -118,7 +118,7 @@ def rows(replicates: int, session_replicates: int, full: bool = True) -> list[Ro
 def section(replicates: int = 1000, session_replicates: int = 200, full: bool = False) -> str:
     """The markdown section of docs/statistics.md."""
     lines = [
-        "## 9. Regression trigger",
+        "## 10. Regression trigger",
         "",
         "The daemon's default detector is a Bernoulli CUSUM per agent and revision (`lousho/kernel/cusum.py`),",
         "fed every run of the live revision in order; runs without a pass (failed, unscored, crashed) are",

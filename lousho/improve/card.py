@@ -36,9 +36,14 @@ def format_improve_result(result: ImproveResult, *, width: int = 100) -> str:
                              if row.get("rerun_base") is not None else "")
                     lines.append(f"      {row['label']:<18} {row['base']} -> {row['candidate']} of {row['runs']}"
                                  f"  {row['verdict']}{rerun}")
+                if d.evidence.get("gate"):
+                    lines.append(f"      gate        {d.evidence['gate']}" + "".join(
+                        f"; {s['stage']}: p = {s['p_value']:.3g} {s['verdict']}" for s in d.evidence.get("stages", [])))
                 for rate in d.evidence.get("error_rates", []):
                     lines.append(f"      error rate  {rate['rule']}: {rate['meaning']} = {rate['value']:.3f}"
                                  f" ({rate['at']}; {rate['method']})")
+                    if rate.get("model"):
+                        lines.append(f"                  assumes: {plain_text(rate['model'])}")
     c = result.cost
     lines += ["", f"cost  {c.requests} model requests, {c.tokens} tokens, {c.agent_runs} agent runs, "
                   f"{c.editor_requests} editor requests (replayed from the cache: {c.cached_runs} runs, "

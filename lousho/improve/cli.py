@@ -62,6 +62,9 @@ def improve() -> None:
               help="k invariant and k domain editors (in --mode seq: k rounds).")
 @click.option("--mode", type=click.Choice(["default", "seq"]), default="default", show_default=True,
               help="seq: each round edits the last round's checkpoint.")
+@click.option("--gate", "gate_name", type=click.Choice(["paired", "seed"]), default="paired", show_default=True,
+              help="paired: the case-matched two-stage exact test; seed: the seeds' \"+2 of 3, held-out 2/6\" "
+                   "rule. The loop's improve.json key gate, when set, overrides it.")
 @click.option("--select", is_flag=True, help="Gate every candidate and let a blind selector pick among passers.")
 @click.option("--parallel", is_flag=True, help="Run editors, then their probes, two at a time.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -84,7 +87,8 @@ def improve() -> None:
                    "(default: agent.toml's name, else the directory's name).")
 def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: str | None, model_key_env: str,
          model_timeout: float, editor_model_url: str | None, editor_model_name: str | None, observe: str | None,
-         token: str | None, ca_cert: Path | None, proposers: int, mode: str, select: bool, parallel: bool,
+         token: str | None, ca_cert: Path | None, proposers: int, mode: str, gate_name: str, select: bool,
+         parallel: bool,
          cache_dir: Path | None,
          cached_probe: bool, quoted_checks: str, as_json: bool, apply_: bool, watch: bool, interval: float | None,
          ticks: int | None, agent_name: str | None) -> None:
@@ -101,7 +105,7 @@ def step(agent_dir: Path, check_path: Path, model_url: str | None, model_name: s
     options = StepOptions(model=model, editor_model=editor, observe=observe, observe_token=token,
                           observe_ca_cert=ca_cert, agent_name=agent_name, proposers=proposers, mode=mode,  # type: ignore[arg-type]
                           select=select, parallel=parallel, cache_dir=cache_dir, cached_probe=cached_probe,
-                          quoted_checks=quoted_checks)  # type: ignore[arg-type]
+                          quoted_checks=quoted_checks, gate=gate_name)  # type: ignore[arg-type]
     if apply_ or watch:
         _refuse_step_only(click.get_current_context(), "--watch" if watch else "--apply")
         _loop(agent_dir, check_path, options, as_json, watch, interval, ticks)

@@ -1,11 +1,17 @@
 """The gate (seed §3.2 step 4): a candidate against the current harness on fresh runs.
 
 The current harness is rerun on repeat numbers no earlier phase used, so the gate never compares
-against the unlucky runs that triggered editing. Rules (``lousho.analysis.gates``): at least one
-training case passes at least 2 more runs in 3 and none gets worse; a held-out case that drops is
-rerun 3 more times on both sides and rejects at a pooled drop of at least 2 in 6; tokens per
-passing run may rise at most 50% on the cases that pass under both. Every decision carries the
-exact error rates of the rules it applied, at the pass rates it saw.
+against the unlucky runs that triggered editing. Two gates, chosen by name (``GATES``):
+
+* ``paired`` (the default; ``paired_gate``): a case-matched exact test in two stages, its level split
+  across the candidates the step tries, and a harm-direction exact test on the held-out cases.
+* ``seed`` (``lousho.analysis.gates``): at least one training case passes at least 2 more runs in 3 and
+  none gets worse; a held-out case that drops is rerun 3 more times on both sides and rejects at a
+  pooled drop of at least 2 in 6.
+
+Both apply the cost rule: tokens per passing run may rise at most 50% on the cases that pass under
+both. Every decision carries the error rates of the rules it applied, each with its model: the
+per-case base rates it assumed and the number of candidates tried.
 """
 
 from __future__ import annotations
@@ -14,9 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from lousho.analysis import gate_operating as oc
 from lousho.analysis import gates
 from lousho.analysis.gates import DEFAULT_RULES, CaseTokens, CostCheck, GateRules
+from lousho.analysis.paired import DEFAULT_PAIRED, PairedRules
+from lousho.analysis.paired_operating import case_rates
 from lousho.improve.harness import Harness
 from lousho.improve.records import Case, RunRecord
 
@@ -25,6 +35,8 @@ SEARCH_REPEATS = range(0, 3)  # the current harness before editing; each proposa
 GATE_REPEATS = range(3, 6)
 RERUN_REPEATS = range(6, 9)
 CANARY_REPEATS = range(9, 15)
+
+GATES = ("paired", "seed")
 
 RunMany = Callable[[Harness, Sequence[Case], range], Mapping[str, list[RunRecord]]]
 
@@ -52,6 +64,9 @@ class ErrorRate:
     value: float
     at: str
     method: str = "exact binomial"
+    # What the figure assumes: runs independent, per-case base rates as estimated, candidates tried.
+    model: str = ""
+    candidates: int = 1
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,8 @@ class GateDecision:
     error_rates: tuple[ErrorRate, ...] = ()
     flags: tuple[str, ...] = ()
     agent_runs: int = 0
+    gate: str = "seed"
+    stages: tuple[dict[str, Any], ...] = ()  # the paired gate's tests: stage, runs, p-value, verdict
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -82,6 +99,9 @@ class Gate:
     run_many: RunMany
     labels: Mapping[str, str]
     rules: GateRules = DEFAULT_RULES
+    kind: str = "paired"
+    candidates: int = 1  # tried in this step: the paired gate splits its level across them
+    paired: PairedRules = DEFAULT_PAIRED
     _base_runs: dict[str, list[RunRecord]] = field(default_factory=dict)
     _base_reruns: dict[str, list[RunRecord]] = field(default_factory=dict)
 
@@ -92,6 +112,22 @@ class Gate:
         return {c.id: self._base_runs[c.id] for c in cases}
 
     def decide(self, name: str, candidate: Harness, flags: Sequence[str] = ()) -> GateDecision:
+        if self.kind == "paired":
+            from lousho.improve.paired_gate import decide_paired
+
+            return decide_paired(self, name, candidate, flags)
+        return self._decide_seed(name, candidate, flags)
+
+    def base_reruns(self, cases: Sequence[Case]) -> dict[str, list[RunRecord]]:
+        missing = [c for c in cases if c.id not in self._base_reruns]
+        if missing:
+            self._base_reruns.update(self.run_many(self.base, missing, RERUN_REPEATS))
+        return {c.id: self._base_reruns[c.id] for c in cases}
+
+    def runs_made(self) -> int:
+        return _count(self._base_runs) + _count(self._base_reruns)
+
+    def _decide_seed(self, name: str, candidate: Harness, flags: Sequence[str] = ()) -> GateDecision:
         runs_before = _count(self._base_runs) + _count(self._base_reruns)
         spent = 0
 
@@ -99,13 +135,13 @@ class Gate:
                      rates: Sequence[ErrorRate] = ()) -> GateDecision:
             made = spent + _count(self._base_runs) + _count(self._base_reruns) - runs_before
             return GateDecision(name, candidate.revision, passed, reason, tuple(rows), cost, tuple(rates),
-                                tuple(flags), made)
+                                tuple(flags), made, "seed")
 
         base_train = self.base_runs(self.training)
         cand_train = self.run_many(candidate, self.training, GATE_REPEATS)
         spent += _count(cand_train)
         rows = [self._row(c, base_train[c.id], cand_train[c.id]) for c in self.training]
-        rates = list(training_rates(base_train, self.rules))
+        rates = list(training_rates(base_train, self.rules, self.candidates))
         unscorable = _unscorable(base_train, cand_train)
         if unscorable:
             return decision(False, f"cannot judge: {unscorable} gate runs could not be scored", rows, rates=rates)
@@ -175,34 +211,58 @@ class Gate:
                        base_tokens=sum(r.tokens for r in base), candidate_tokens=sum(r.tokens for r in candidate))
 
 
-def training_rates(base: Mapping[str, list[RunRecord]], rules: GateRules) -> list[ErrorRate]:
-    """P(the training rule passes an edit with no real effect), at the base's pass rate."""
-    p = _rate(base)
-    m = max(len(base), 1)
-    return [ErrorRate("training", "P(pass) for an edit with no real effect", oc.training_gate_rate([(p, p)] * m, rules),
-                      f"{m} training cases at p={p:.2f}"),
-            ErrorRate("training", "P(pass) for an edit that lifts one case from p to p+0.4 (power)",
-                      oc.training_gate_rate([(p, min(p + 0.4, 1.0))] + [(p, p)] * (m - 1), rules),
-                      f"{m} training cases at p={p:.2f}")]
+def training_rates(base: Mapping[str, list[RunRecord]], rules: GateRules, candidates: int = 1) -> list[ErrorRate]:
+    """P(the seeds' training rule passes an edit with no real effect), exact at the per-case base rates.
+
+    Per case, not one pooled rate: with easy and hard cases mixed a pooled rate understates it 2-27 times.
+    With several candidates tried against the same base runs the step's rate is at most c times one's.
+    """
+    rates = _case_rates(base)
+    m = len(rates)
+    one = oc.training_gate_rate([(p, p) for p in rates], rules)
+    lifted = oc.training_gate_rate([(rates[0], min(rates[0] + 0.4, 1.0))] + [(p, p) for p in rates[1:]], rules)
+    model = rate_model(rates, candidates)
+    out = [ErrorRate("training", "P(pass) for an edit with no real effect, one candidate", one,
+                     f"{m} training cases", "exact DP over per-case binomials", model, 1),
+           ErrorRate("training", "P(pass) for an edit that lifts the first case by 0.4 (power)", lifted,
+                     f"{m} training cases", "exact DP over per-case binomials", model, 1)]
+    if candidates > 1:
+        out.append(ErrorRate("training", f"P(some of {candidates} candidates passes) with no real effect",
+                             min(1.0, candidates * one), f"{m} training cases",
+                             "upper bound: candidates times one candidate's exact rate", model, candidates))
+    return out
 
 
 def held_out_rates(base: Mapping[str, list[RunRecord]], rules: GateRules) -> list[ErrorRate]:
     if not base:
         return []
-    p = _rate(base)
-    n = len(base)
-    false = 1.0 - (1.0 - oc.held_out_reject_rate(p, p, rules)) ** n
-    miss = 1.0 - oc.held_out_reject_rate(p, max(p - 0.2, 0.0), rules)
+    rates = _case_rates(base)
+    false = 1.0 - float(np.prod([1.0 - oc.held_out_reject_rate(p, p, rules) for p in rates]))
+    miss = 1.0 - oc.held_out_reject_rate(rates[0], max(rates[0] - 0.2, 0.0), rules)
+    model = rate_model(rates, 1)
     return [ErrorRate("held-out", "P(reject) for an edit that changes nothing", false,
-                      f"{n} held-out cases at p={p:.2f}"),
-            ErrorRate("held-out", "P(miss) a real drop of 0.2 on one case", miss, f"p={p:.2f}")]
+                      f"{len(rates)} held-out cases", "exact binomial", model),
+            ErrorRate("held-out", "P(miss) a real drop of 0.2 on the first held-out case", miss,
+                      f"{len(rates)} held-out cases", "exact binomial", model)]
+
+
+def rate_model(rates: Sequence[float], candidates: int) -> str:
+    shown = ", ".join(f"{p:.2f}" for p in rates[:12]) + (", ..." if len(rates) > 12 else "")
+    return (f"independent runs; per-case base rates [{shown}] estimated (passes + 1/2)/(runs + 1) from the "
+            f"base's gate runs; {candidates} candidate{'s' if candidates != 1 else ''} tried in this step")
+
+
+def _case_rates(runs: Mapping[str, list[RunRecord]]) -> list[float]:
+    return case_rates([_passes(v) for v in runs.values()], [max(len(v), 1) for v in runs.values()]) or [0.5]
 
 
 def cost_rate(base: Mapping[str, list[RunRecord]], rules: GateRules) -> ErrorRate:
     p = _rate(base)
     sim = oc.cost_fail_rate(p, p, 0.5, rules, runs=rules.runs, cases=max(len(base), 1), replicates=20_000)
     return ErrorRate("cost", "P(fail) for an edit that changes no cost (token CV 0.5 assumed)", sim.rate,
-                     f"{len(base)} cases at p={p:.2f}", f"simulated, 20,000 replicates, s.e. {sim.se:.3f}")
+                     f"{len(base)} cases at p={p:.2f}", f"simulated, 20,000 replicates, s.e. {sim.se:.3f}",
+                     f"independent runs; one pooled pass rate {p:.2f}; tokens lognormal, CV 0.5, "
+                     f"{rules.runs} runs a side per case")
 
 
 def _rate(runs: Mapping[str, list[RunRecord]]) -> float:

@@ -52,11 +52,12 @@ class LoopSetup:
 
     def step_options(self, config: LoopConfig, token_budget: int) -> StepOptions:
         """A cycle's step: this setup's options, with what the loop owns: recurring failures only in auto
-        mode, the quoted-check policy of ``improve.json``, the cache in ``.lousho/cache`` with fresh probe
-        runs only (a write needs new evidence), and what is left of today's tokens."""
+        mode, the quoted-check policy and the gate of ``improve.json`` (the gate when set), the cache in
+        ``.lousho/cache`` with fresh probe runs only (a write needs new evidence), and what is left of today's
+        tokens."""
         return replace(self.options, agent_name=self.name, recurring_only=config.recurring_only,
                        quoted_checks=config.quoted_policy, cache_dir=self.paths.cache, cached_probe=False,
-                       token_budget=token_budget)
+                       token_budget=token_budget, gate=config.gate or self.options.gate)
 
 
 # Errors that end a cycle before its step could judge an edit: the directory, the check module or a model

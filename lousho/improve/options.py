@@ -18,9 +18,11 @@ from lousho.models.config import ModelConfig
 Mode = Literal["default", "seq"]
 QuotedChecks = Literal["reject", "flag"]
 FailureNames = Literal["real", "none", "shuffled"]
+GateName = Literal["paired", "seed"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "mode": ("default", "seq"), "quoted_checks": ("reject", "flag"), "failure_names": ("real", "none", "shuffled"),
+    "mode": ("default", "seq"), "gate": ("paired", "seed"),
+    "quoted_checks": ("reject", "flag"), "failure_names": ("real", "none", "shuffled"),
 }
 
 
@@ -45,6 +47,8 @@ class StepOptions:
     quoted_checks: QuotedChecks = "reject"  # an edit that adds a failed check's name: reject or flag it
     failure_names: FailureNames = "real"  # the failure-name study: real, none (hidden) or shuffled names
     rules: GateRules = DEFAULT_RULES
+    # paired: the case-matched two-stage exact test (lousho.analysis.paired); seed: "+2 of 3, held-out 2/6"
+    gate: GateName = "paired"
     token_budget: int | None = None  # stop the step once its model calls spent this many tokens
 
     def validate(self) -> None:

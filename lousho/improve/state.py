@@ -53,6 +53,7 @@ class LoopConfig:
     traffic_share: float = 0.25  # at most this share of new sessions on the candidate
     traffic_sessions: int = 50  # and at most this many sessions before a promote
     quoted_checks: Literal["reject", "flag"] | None = None  # None: reject in auto mode, flag in manual
+    gate: Literal["paired", "seed"] | None = None  # None: the step's (paired unless --gate seed)
 
     @property
     def quoted_policy(self) -> Literal["reject", "flag"]:
@@ -177,6 +178,8 @@ def load_config(paths: Paths) -> LoopConfig:
         expected = type(getattr(defaults, key))
         if key == "quoted_checks":
             ok = value in (None, "reject", "flag")
+        elif key == "gate":
+            ok = value in (None, "paired", "seed")
         elif key == "approval":
             ok = value in ("auto", "manual")
         elif expected is float:

@@ -339,12 +339,12 @@ class _Step:
     # --- judging ---
 
     def _judge(self, editor: ModelClient, candidates: list[Candidate]) -> ImproveResult:
-        gate = Gate(self.base, self.training, self.held_out, self.runner.run_many, self.labels, self.options.rules)
+        # Screened first, so the paired gate splits its level across exactly the candidates it may try.
+        screened = [(c, f) for c in candidates if (f := self._screen(c)) is not None]
+        gate = Gate(self.base, self.training, self.held_out, self.runner.run_many, self.labels, self.options.rules,
+                    kind=self.options.gate, candidates=max(len(screened), 1))
         passed: list[tuple[Candidate, GateDecision]] = []
-        for candidate in candidates:
-            flags = self._screen(candidate)
-            if flags is None:
-                continue
+        for candidate, flags in screened:
             self.progress(f"gating {candidate.name}")
             decision = gate.decide(candidate.name, candidate.harness, flags)
             self._note("gate", candidate.name, "pass" if decision.passed else "reject", decision.reason,

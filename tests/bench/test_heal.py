@@ -100,6 +100,9 @@ def test_the_agent_reads_rules_by_sentence_and_ignores_negated_ones() -> None:
 
 def test_every_bar_met_is_go() -> None:
     text, final = report(full_run())
+    assert "gate that ran: not recorded" in text
+    named = [dict(r, gates=["seed"]) if r["kind"] == "attempt" else r for r in full_run()]
+    assert "gate that ran: seed (" in report(named)[0]
     assert final == "GO" and text.rstrip().splitlines()[-1] == "verdict: GO"
     assert all(b.status == "met" for b in bars(full_run()))
 
@@ -291,3 +294,5 @@ def test_a_reduced_run_meets_every_scenarios_must_happen(tmp_path: Path) -> None
     assert layout["product"]["mean_tokens"] > layout["flat-plus"]["mean_tokens"] > layout["flat"]["mean_tokens"]
     text, final = report(rows)
     assert final == "INCOMPLETE" and "too few" in text  # one attempt each is not the bars' count
+    assert "gate that ran: paired (" in text, "the report names the gate the proposals' decisions ran"
+    assert attempts["true-fix"]["gates"] == ["paired"]

@@ -56,3 +56,23 @@ def test_the_watched_edit_has_the_eight_statuses_and_round_trips_the_files_shape
     update(paths, touch)
     saved = json.loads(paths.state.read_text())
     assert saved["watched"] == on_disk and saved["tokens_today"] == 7 and saved["cycles_today"] == 1
+
+
+def test_the_gate_is_paired_by_default_and_the_seed_rule_is_chosen_by_name(tmp_path: Path) -> None:
+    from lousho.improve.errors import OptionInvalid
+    from lousho.improve.loop_setup import LoopSetup
+    from lousho.improve.options import StepOptions
+    from lousho.improve.state import ConfigInvalid, Paths, load_config
+
+    paths = Paths(tmp_path)
+    paths.ensure()
+    setup = LoopSetup(tmp_path, lambda i, o: None)
+    assert StepOptions().gate == "paired"
+    assert setup.step_options(load_config(paths), 1000).gate == "paired"
+    paths.config.write_text(json.dumps({"gate": "seed"}))
+    assert setup.step_options(load_config(paths), 1000).gate == "seed"
+    paths.config.write_text(json.dumps({"gate": "sign"}))
+    with pytest.raises(ConfigInvalid):
+        load_config(paths)
+    with pytest.raises(OptionInvalid):
+        StepOptions(gate="sign").validate()  # type: ignore[arg-type]

@@ -60,6 +60,13 @@ def test_a_true_fix_becomes_a_proposal(tmp_path: Path, agent_model: ModelConfig)
     # The decision says what it could have got wrong: exact rates of the rules it applied.
     rates = {r["rule"] for r in gate[0].evidence["error_rates"]}
     assert {"training", "held-out", "cost"} <= rates
+    # Each rate says its model: the per-case base rates it assumed and the candidates tried.
+    assert gate[0].evidence["gate"] == "paired" and gate[0].evidence["stages"][0]["stage"] == 1
+    for rate in gate[0].evidence["error_rates"]:
+        assert rate["model"] and rate["candidates"] >= 1
+    training = [r for r in gate[0].evidence["error_rates"] if r["rule"] == "training"]
+    assert any("per-case base rates [" in r["model"] for r in training)
+    assert any(r["value"] == 0.05 and "bound" in r["method"] for r in training)
     assert result.cost.agent_runs > 0 and result.cost.requests > 0 and result.cost.tokens > 0
     card = format_improve_result(result)
     assert "PROPOSAL" in card and ADD_FIX in card and "error rate" in card
@@ -82,7 +89,15 @@ def test_an_edit_that_breaks_a_held_out_case_is_rejected_at_the_gate(tmp_path: P
     result, _ = step(tmp_path, agent_model, {"invariant": [ADD_FIX, HARM]})
     assert result.outcome == "keep-base"
     gate = [d for d in result.decisions if d.kind == "gate"]
-    assert gate and gate[0].outcome == "reject"
+    assert gate and gate[0].outcome == "reject" and gate[0].evidence["gate"] == "paired"
+    assert "held-out cases got worse" in gate[0].reason and "held-out case 1 dropped 3 -> 0 of 3" in gate[0].reason
+    assert gate[0].evidence["stages"][-1]["stage"] == "held-out"
+
+
+def test_the_seed_gate_by_name_reruns_a_dropped_held_out_case(tmp_path: Path, agent_model: ModelConfig) -> None:
+    result, _ = step(tmp_path, agent_model, {"invariant": [ADD_FIX, HARM]}, gate="seed")
+    gate = [d for d in result.decisions if d.kind == "gate"]
+    assert result.outcome == "keep-base" and gate[0].evidence["gate"] == "seed"
     assert "held-out case 1 dropped 6 runs in 6" in gate[0].reason
     row = next(r for r in gate[0].evidence["rows"] if r["held_out"])
     assert (row["base"], row["candidate"], row["rerun_base"], row["rerun_candidate"]) == (3, 0, 3, 0)

@@ -20,6 +20,7 @@ def report(rows: Sequence[dict[str, Any]], source: str = "") -> tuple[str, str]:
         table.append((bar.name + (" (planted harm)" if bar.planted_harm else ""), _models(rows, bar), bar.need,
                       bar.counts, bar.status))
     lines += _table(table)
+    lines += ["", f"gate that ran: {_gates(rows)}"]
     lines += ["", "must happen"] + [f"  {b.name}: {b.what}" for b in all_bars if b.what]
     lines += ["", "layout check (pass^3 over 22 cases, mean tokens per run)"]
     arms = of_kind(rows, "layout")
@@ -52,6 +53,16 @@ SIMULATED = (
 )
 SCRIPTED_NOTE = ("rows on 'scripted' models test the loop's mechanics against a behavioural policy "
                  "(docs/benchmarks.md), not what a real model would do with the same harness")
+
+
+def _gates(rows: Sequence[dict[str, Any]]) -> str:
+    """The gates named by the gate decisions of the attempts' proposals (paired: the default; seed: by name)."""
+    attempts = of_kind(rows, "attempt")
+    seen = sorted({g for r in attempts for g in r.get("gates", [])})
+    if not seen:
+        return "not recorded (no proposal in these rows names its gate)"
+    counts = {g: sum(g in r.get("gates", []) for r in attempts) for g in seen}
+    return ", ".join(f"{g} ({n} attempts)" for g, n in counts.items())
 
 
 def _models(rows: Sequence[dict[str, Any]], bar: Bar) -> str:

@@ -20,7 +20,7 @@ from lousho.bench.heal.bench import Bench, Live, Switch
 from lousho.bench.heal.catalog import ALL, LAYOUT, SCENARIOS, STUDY, Scenario
 from lousho.bench.heal.errors import ForeignRuns, LiveGuardTripped, UnknownScenario
 from lousho.bench.heal.rows import RowWriter
-from lousho.improve import audit
+from lousho.improve import audit, proposals
 from lousho.kernel.errors import LoushoError
 
 
@@ -136,12 +136,13 @@ def attempt_row(bench: Bench, scenario: Scenario, index: int) -> dict[str, Any]:
     finally:
         a.close()
     verdict = audit.verify(a.paths)
+    gates = sorted({g["gate"] for p in proposals.list_all(a.paths) for g in p.get("gate", []) if g.get("gate")})
     return {"kind": "attempt", "scenario": scenario.name, "attempt": index, "seed": a.seed, "passed": passed,
             "counted": counted, "outcome": outcome, "detail": detail[:2000], "must_happen": scenario.must_happen,
             "planted_harm": scenario.planted_harm, "audit_ok": verdict.ok, "audit": verdict.reason,
             "audit_lines": verdict.lines,
             "seconds": round(time.monotonic() - started, 2), "dir": str(a.dir), **a.models(), **a.meter.to_dict(),
-            "editor_requests": a.editor_meter.requests}
+            "editor_requests": a.editor_meter.requests, "gates": gates}
 
 
 def _check(bench: Bench, where: str) -> None:

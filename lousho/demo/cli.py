@@ -14,7 +14,7 @@ import click
 # Frames and cards quote agent and model text: control characters are shown, never obeyed.
 from lousho.kernel.text_safety import visible
 
-EXAMPLE = Path(__file__).parent / "agent" / "example"
+EXAMPLE = Path(__file__).parents[1] / "agent" / "example"  # lousho/agent/example
 
 
 @click.command()

@@ -145,9 +145,16 @@ def stratified_z_rows(y: NDArray, clusters: NDArray, strata: NDArray, base: NDAr
     xa = np.stack([(y * applied * (strata == k)).sum(axis=1) for k in range(strata_count)], axis=1)
     nb = np.stack([(base & (strata == k)).sum(axis=1) for k in range(strata_count)], axis=1).astype(float)
     na = np.stack([(applied & (strata == k)).sum(axis=1) for k in range(strata_count)], axis=1).astype(float)
+    # A case seen on one side only compares nothing within itself: such cases are pooled into one stratum,
+    # so a watch whose base and edit saw different cases is judged on their pooled rates, not as z = 0.
+    lone = (nb == 0) | (na == 0)
+    pooled = [(v * lone).sum(axis=1, keepdims=True) for v in (xb, nb, xa, na)]
+    xb, nb, xa, na = (np.concatenate([v * ~lone, extra], axis=1) for v, extra in zip((xb, nb, xa, na), pooled,
+                                                                                   strict=True))
     z = cmh_z_counts(xb, nb, xa, na)
     rates = (xb + xa) / np.maximum(nb + na, 1)
-    centre = np.take_along_axis(rates, strata, axis=1)
+    merged = np.where(np.take_along_axis(lone, strata, axis=1), strata_count, strata)
+    centre = np.take_along_axis(rates, merged, axis=1)
     return z / np.sqrt(design_effect_rows(y, clusters, both, centre))
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lousho.analysis import traffic_model as tm
-from lousho.analysis.clustered import clustered_interval, clustered_interval_rows, clustered_z, cr1_z
+from lousho.analysis.clustered import clustered_interval, clustered_interval_rows, clustered_z, cr1_z, stratified_z
 from lousho.analysis.monitor import Arm, MonitorConfig, decide
 
 REPS = 20_000
@@ -137,3 +137,15 @@ def test_the_clustered_interval_covers_95_percent_on_session_streams(n: int, mon
     truth = 0.3 * tm.P_HARD + 0.7 * tm.P_EASY
     coverage = float(np.mean((low <= truth) & (truth <= high)))
     assert abs(coverage - 0.95) <= 0.01, coverage
+
+
+def test_cases_seen_on_one_side_only_are_compared_pooled_not_dropped() -> None:
+    """A watch whose base and edit ran different cases (a changed prompt on new traffic) still compares them:
+    the unmatched cases are one pooled stratum, not a z of 0 that can never roll back."""
+    sessions = list(range(20))
+    z = stratified_z([1] * 20, sessions, ["a"] * 20, [0] * 20, sessions, ["b"] * 20)
+    assert z > 2.1
+    # Matched cases are still compared within their case: a shift of the mix between the sides cancels.
+    mixed = stratified_z([1] * 10 + [0] * 10, sessions, ["easy"] * 10 + ["hard"] * 10,
+                         [1] * 2 + [0] * 18, sessions, ["easy"] * 2 + ["hard"] * 18)
+    assert abs(mixed) < 1e-9

@@ -75,7 +75,8 @@ def test_runs_show_prints_hostile_span_text_as_visible_text(hostile):
     assert "execute_tool \\u202etxt.exe  [ERROR]" in text
     assert "ok\\rFAILED\\x08\\x08 \\x9b31mred" in text
     assert "title \\x1b]0;owned\\x07" in text
-    assert "\\x1b]8;;https://evil.example\\x07hidden\\x1b]8;;\\x07\\nsecond line" in text  # one line
+    # An error's first line only (the whole text is in --json and on the page), its escapes shown as text.
+    assert "\\x1b]8;;https://evil.example\\x07hidden\\x1b]8;;\\x07" in text and "second line" not in text
     assert "(failed check: [bold]\\x1b]8;;" in text
 
 

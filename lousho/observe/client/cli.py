@@ -277,7 +277,9 @@ def first_line(text: str | None) -> str | None:
     """An error's first non-blank line, cut at ERROR_LINE_CHARS: a traceback's summary, not its frames."""
     if not text:
         return text
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    # Lines end at \n alone: str.splitlines() also ends one at \r, \x1c, \x85 and the like, which would hide
+    # what follows them on the line a terminal shows (the rest is escaped as visible text when printed).
+    line = next((part.strip() for part in text.split("\n") if part.strip()), "")
     return line if len(line) <= ERROR_LINE_CHARS else line[: ERROR_LINE_CHARS - 1] + "…"
 
 

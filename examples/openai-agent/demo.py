@@ -76,9 +76,10 @@ def main() -> None:
         say(f"2. the harness {harness} is at revision {revision} (lousho improve revision)")
         daemon = start_daemon(work / "observe.duckdb", "--agent", f"{NAME}={harness}:{check}",
                               "--editor-model-url", model.url, "--editor-model", "editor",
-                              "--trigger-interval", "0.5", env={**env, "LOUSHO_IMPROVE": "on"})
+                              # 60 runs: the window rule (the default CUSUM waits for a 1,000-run reference)
+                              "--trigger", "seed", "--trigger-interval", "0.5", env={**env, "LOUSHO_IMPROVE": "on"})
         env["LOUSHO_URL"] = daemon.url
-        say(f"3. lousho observe --agent {NAME}={harness}:{check} --editor-model-url ... on {daemon.url}")
+        say(f"3. lousho observe --agent {NAME}={harness}:{check} --trigger seed --editor-model-url ... on {daemon.url}")
 
         def traffic(kind: str, runs: int, seed: int) -> None:
             done = subprocess.run([sys.executable, str(agent_dir / "agent.py"), "--observe", daemon.url, "traffic",

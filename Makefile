@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo example test lint bench bench-heal clean postgres chromium
+.PHONY: demo example test lint bench bench-heal clean postgres chromium agent-venvs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -42,7 +42,19 @@ chromium:
 		echo "/usr/bin/chromium not found; installing chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: $(STAMP) lint postgres chromium
+# Agents of tests/frameworks/ that must not share lousho's venv run in venvs of their own, as a user's agent would:
+# .venv-NAME from tests/frameworks/NAME/requirements.txt (zero-code tracing loads every instrumentation installed;
+# LlamaIndex needs an openai that Pydantic AI does not take).
+AGENT_VENVS := $(patsubst tests/frameworks/%/requirements.txt,.venv-%/.installed,$(wildcard tests/frameworks/*/requirements.txt))
+
+.venv-%/.installed: tests/frameworks/%/requirements.txt
+	@test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q -r $<
+	@touch $@
+
+agent-venvs: $(AGENT_VENVS)
+
+test: $(STAMP) lint postgres chromium agent-venvs
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -58,4 +70,4 @@ bench-heal: $(STAMP)
 		status=$$?; cat $(HEAL_OUT:.jsonl=.report.txt); exit $$status
 
 clean:
-	rm -rf $(VENV) .lousho .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-* .lousho .pytest_cache .ruff_cache

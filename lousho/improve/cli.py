@@ -295,8 +295,14 @@ def revision_command(agent_dir: Path) -> None:
 @improve.command("status")
 @click.argument("agent_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
-def status(agent_dir: Path, as_json: bool) -> None:
-    """The loop's config, state, the watched edit, queued proposals, lessons and the audit chain."""
+@click.option("--observe", "observe", default=None,
+              help="A daemon URL or store file: also list the revisions the agent's runs carry, derived or not.")
+@click.option("--token", envvar="LOUSHO_TOKEN", default=None, help="The daemon's bearer token [env LOUSHO_TOKEN].")
+@click.option("--agent-name", default=None,
+              help="The agent name its runs carry (default: agent.toml's name, else the directory's name).")
+def status(agent_dir: Path, as_json: bool, observe: str | None, token: str | None, agent_name: str | None) -> None:
+    """The loop's config, state, the watched edit, queued proposals, lessons and the audit chain; with
+    --observe, the revisions of the agent's runs (``auto:`` ones derived from what the agent sent)."""
     from dataclasses import asdict
 
     from lousho.improve import audit, lessons, proposals
@@ -316,6 +322,7 @@ def status(agent_dir: Path, as_json: bool) -> None:
         "lessons": [asdict(le) for le in lessons.load(paths)], "revisions": saved_revisions(paths),
         "audit": {"ok": verdict.ok, "lines": verdict.lines, "reason": verdict.reason},
         "recovery": asdict(recovery) if recovery is not None else None,
+        "runs": _run_revisions(agent_dir, observe, token, agent_name) if observe else None,
     }
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
@@ -334,6 +341,28 @@ def status(agent_dir: Path, as_json: bool) -> None:
     _echo(f"audit        {'ok' if verdict.ok else 'BROKEN'} ({verdict.lines} lines)")
     if recovery is not None:
         _echo(f"recovered    {recovery.describe()}")
+    for r in data["runs"] or []:
+        _echo(f"runs         {r['revision'] or '(unversioned)'}  {_SOURCES[r['source']]}  {r['runs']} runs, "
+              f"{r['failed']} failed, last {r['last']}")
+
+
+# How a run's revision was found (runs.revision_source), for a person.
+_SOURCES = {"tagged": "tagged (lousho.harness.revision)", "version": "version (gen_ai.agent.version)",
+            "derived": "derived (fingerprint of its instructions, tools and model)",
+            "none": "unversioned (nothing to fingerprint)"}
+
+
+def _run_revisions(agent_dir: Path, observe: str, token: str | None, name: str | None) -> list[dict[str, Any]]:
+    """The revisions the agent's runs carry, newest first (at most five), with how each was found."""
+    from lousho.improve.harness import agent_name
+    from lousho.observe.client.store_client import connect
+
+    frame = connect(observe, token=token).sql(
+        "SELECT harness_revision AS revision, revision_source AS source, count(*) AS runs, "
+        "count(*) FILTER (WHERE status = 'error' OR passed = false) AS failed, "
+        "strftime(max(started_at), '%Y-%m-%d %H:%M:%S') AS last FROM runs WHERE agent = ? AND NOT probe "
+        "GROUP BY ALL ORDER BY max(started_ns) DESC LIMIT 5", [name or agent_name(agent_dir)])
+    return frame.to_dicts()
 
 
 def _echo(text: str, nl: bool = True) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from daemon_support import sql
-from genai_support import drive, model, wait_for_runs  # noqa: F401 (model is a fixture)
+from genai_support import drive, lousho, model, wait_for_runs  # noqa: F401 (model is a fixture)
 
 from lousho.analysis.cases import cases_from_failures
 from lousho.analysis.live_monitor import Monitor
@@ -65,6 +65,14 @@ def test_a_changed_system_prompt_is_a_new_derived_revision_the_monitor_and_the_t
             assert {r["revision_source"] for r in runs} == {"derived"}
             decision = Monitor(connect(daemon.url), agent, first, then, applied_at).check()
             assert (decision.action == "rollback") == (second == "fail"), decision.reason
+        # `lousho improve status` names the derived revisions of the agent's runs, newest first.
+        shown = lousho("improve", "status", str(dirs["worse"]), "--observe", daemon.url, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert [(r["revision"], r["source"], r["runs"], r["failed"]) for r in json.loads(shown.stdout)["runs"]] == [
+            (then, "derived", 20, 20), (first, "derived", 20, 0)]
+        shown = lousho("improve", "status", str(dirs["worse"]), "--observe", daemon.url)
+        assert f"runs         {then}  derived (fingerprint of its instructions, tools and model)  20 runs, " \
+               "20 failed" in shown.stdout, shown.stdout
         deadline = time.monotonic() + 30
         while not started(dirs["worse"]) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -103,6 +111,8 @@ def test_a_tool_error_the_agent_handled_leaves_its_run_ok(tmp_path, model, share
     runs = wait_for_runs(shared_daemon.url, agent, 2)
     assert [(r["input"], r["status"]) for r in runs] == [(plan[0]["input"], "ok"), (plan[1]["input"], "error")]
     assert runs[0]["handled_errors"] >= 1 and runs[1]["handled_errors"] == 0
+    # The handled error is its span's, not the run's: an ok run has no error type or message.
+    assert runs[0]["error_type"] is None and runs[0]["error_message"] is None
     # Its system prompt and tools make its revision (OpenInference sends them as llm.input_messages, llm.tools).
     assert runs[0]["harness_revision"] == runs[1]["harness_revision"]
     assert runs[0]["harness_revision"].startswith("auto:") and runs[0]["revision_source"] == "derived"

@@ -20,7 +20,7 @@ Tokens, cost and calls add up over all of a run's traces; a failing score fails 
 model counts once: a model span nested directly in another (LlamaIndex's ``_prepare_chat_with_tools`` inside
 its chat call, an SDK instrumentation's span under a framework's) is part of that call (``model_calls``).
 A failed run's ``error_type`` is the error's type as sent, else one its message starts with
-(``ValueError: ...``, a traceback's last line), else ``error``.
+(``ValueError: ...``, a traceback's last line), else ``error``; an ok run has no error type or message.
 A run without ``lousho.harness.revision`` or ``gen_ai.agent.version`` takes ``auto:`` and the fingerprint of
 what its agent sent (fingerprint.py: the first model call's instructions, tools and model);
 ``revision_source`` says which: tagged, version, derived, or none (nothing to fingerprint: NULL).
@@ -54,11 +54,12 @@ def model_calls(spans: str) -> str:
 
 def _error_type(kind: str, message: str, status: str) -> str:
     """A failed run's error type: ``kind`` as sent, else the exception type ``message`` starts with (a
-    traceback's last line), else ``error``."""
+    traceback's last line), else ``error``. An ok run has none: an error its agent handled is counted in
+    ``handled_errors`` and shown on its span, not as the run's."""
     line = (f"CASE WHEN starts_with({message}, 'Traceback') "
             rf"THEN regexp_extract({message}, '([^\n]+)\s*$', 1) ELSE {message} END")
     parsed = rf"nullif(regexp_extract({line}, '^\s*((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::|\(|$)', 1), '')"
-    return f"coalesce({kind}, CASE WHEN {status} = 'error' THEN coalesce({parsed}, 'error') END)"
+    return f"CASE WHEN {status} = 'error' THEN coalesce({kind}, {parsed}, 'error') END"
 
 
 _TEMPLATE = """
@@ -212,7 +213,8 @@ SELECT
 FROM run
 GROUP BY run_id
 )
-SELECT * REPLACE ({error_type} AS error_type) FROM run_rows
+SELECT * REPLACE ({error_type} AS error_type, CASE WHEN status = 'error' THEN error_message END AS error_message)
+FROM run_rows
 """.replace("{error_type}", _error_type("error_type", "error_message", "status"))
 
 

@@ -251,3 +251,31 @@ def test_a_trace_is_one_run_rooted_at_its_outermost_agent_span_with_the_framewor
     # The outermost agent span is the root, not the workflow span; a failed child under agent spans that did
     # not end in error is an error the agent handled: the run is ok, the error counted and its type kept.
     assert rows == [("call-1", "planner", "v3", "ok", "timeout", ["pdf"], "gpt-4o-mini", 1, 1)]
+
+
+@pytest.mark.parametrize(("message", "error_type"), [
+    ("Error in agent run: {'error': 'Error code: 500 - The server had an error.'}", "InternalServerError"),
+    ("Error in agent run: {'error': 'Error code: 429 - Rate limit reached.'}", "RateLimitError"),
+    ("Error in agent run: {'error': 'Error code: 418 - teapot'}", "APIStatusError"),
+    ("Error in agent run: {'error': 'Error details are redacted.'}", "error"),
+])
+def test_an_agents_sdk_failure_has_the_openai_class_of_the_status_its_message_names(tmp_path, message, error_type):
+    # As openinference-instrumentation-openai-agents sends a run whose model call failed: the trace's
+    # "Agent workflow" root ends OK, the agent's span and the response span end in ERROR with the SDK's
+    # "{message}: {data}" and no exception event, so the message's "Error code: N" is all there is of the type.
+    trace_id, _ = new_ids()
+    root = span(name="Agent workflow", trace_id=trace_id, **{"openinference.span.kind": "AGENT"})
+    agent = span(name="weather-agent", parent=root.span_id, trace_id=trace_id, status=Status.STATUS_CODE_ERROR,
+                 **{"openinference.span.kind": "AGENT", "agent.name": "weather-agent"})
+    response = span(name="response", parent=agent.span_id, trace_id=trace_id, status=Status.STATUS_CODE_ERROR,
+                    **{"openinference.span.kind": "LLM", "llm.system": "openai"})
+    response.end_time_unix_nano = NS + 3_000_000  # the call fails before the agent's span ends
+    agent.status.message = message
+    response.status.message = message.replace("Error in agent run", "Error getting response")
+    store = SpanStore(tmp_path / "s.duckdb")
+    try:
+        store.append([decode_request(request([root, agent, response], service="svc"))])
+        rows = store.reader().execute("SELECT agent, status, error_type, error_message FROM runs").fetchall()
+    finally:
+        store.close()
+    assert rows == [("weather-agent", "error", error_type, message)]

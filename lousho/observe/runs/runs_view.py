@@ -52,14 +52,27 @@ def model_calls(spans: str) -> str:
             f"OR NOT list_contains(list_transform({spans}, lambda x: x.id), s.parent)))), 0)")
 
 
+# The openai SDK's class for an HTTP error status (openai._client._make_status_error; other statuses under 500
+# are APIStatusError). Its message names only the status ("Error code: 500 - {...}"), and that message is all
+# the Agents SDK's instrumentation sends of a failed model call ("Error in agent run: {'error': 'Error code:
+# 500 - ...'}", no exception event): the class tells a rate limit from a server error.
+OPENAI_STATUS_ERRORS = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
+                        404: "NotFoundError", 409: "ConflictError", 422: "UnprocessableEntityError",
+                        429: "RateLimitError"}
+
+
 def _error_type(kind: str, message: str, status: str) -> str:
     """A failed run's error type: ``kind`` as sent, else the exception type ``message`` starts with (a
-    traceback's last line), else ``error``. An ok run has none: an error its agent handled is counted in
-    ``handled_errors`` and shown on its span, not as the run's."""
+    traceback's last line), else the openai SDK's class for the HTTP status it names, else ``error``. An ok run
+    has none: an error its agent handled is counted in ``handled_errors`` and shown on its span, not as the run's."""
     line = (f"CASE WHEN starts_with({message}, 'Traceback') "
             rf"THEN regexp_extract({message}, '([^\n]+)\s*$', 1) ELSE {message} END")
     parsed = rf"nullif(regexp_extract({line}, '^\s*((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::|\(|$)', 1), '')"
-    return f"CASE WHEN {status} = 'error' THEN coalesce({kind}, {parsed}, 'error') END"
+    code = rf"nullif(regexp_extract({message}, 'Error code: ([1-5][0-9][0-9])\b', 1), '')::INTEGER"
+    named = " ".join(f"WHEN {status_code} THEN '{name}'" for status_code, name in OPENAI_STATUS_ERRORS.items())
+    http = (f"CASE {code} {named} ELSE CASE WHEN {code} >= 500 THEN 'InternalServerError' "
+            f"WHEN {code} >= 400 THEN 'APIStatusError' END END")
+    return f"CASE WHEN {status} = 'error' THEN coalesce({kind}, {parsed}, {http}, 'error') END"
 
 
 _TEMPLATE = """

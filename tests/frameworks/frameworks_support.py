@@ -66,7 +66,7 @@ def answer(i: int, tool_error_handled: bool) -> str | None:
 
 @pytest.fixture(scope="module")
 def weather_model() -> Iterator[ScriptedProcess]:
-    process = start_scripted(HERE / "weather_model.py")
+    process = start_scripted(HERE / "frameworks_model.py")
     try:
         yield process
     finally:

@@ -48,7 +48,7 @@ def launch(tmp_path: Path, daemon, model, service: str, questions: list[str], ca
     if capture:
         env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "span_only"
     launcher = VENV_PYTHON.parent / "opentelemetry-instrument"
-    done = subprocess.run([str(launcher), str(VENV_PYTHON), str(HERE / "zero_code" / "agent.py"),
+    done = subprocess.run([str(launcher), str(VENV_PYTHON), str(HERE / "zero_code" / "zero_code_agent.py"),
                            "--model-url", model.url, "--plan", str(plan)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

@@ -1,6 +1,6 @@
 """LangGraph's prebuilt ReAct agent, at its defaults, traced by openinference-instrumentation-langchain into lousho.
 
-The agent (tests/frameworks/langgraph/agent.py, a child process) is built as the docs build one:
+The agent (tests/frameworks/langgraph/langgraph_agent.py, a child process) is built as the docs build one:
 ``langchain.agents.create_agent`` (LangGraph v1's docs point there; ``langgraph.prebuilt.create_react_agent`` is
 deprecated since LangGraph 1.0 but is what most LangGraph code still calls, so it runs too), with
 ``ChatOpenAI(model="gpt-4o-mini", base_url=..., api_key="sk-test")``, ``system_prompt``/``prompt`` SYSTEM and the
@@ -39,7 +39,7 @@ from frameworks_support import (
     weather_model,  # noqa: F401 - the fixture
 )
 
-AGENT = Path(__file__).parent / "langgraph" / "agent.py"
+AGENT = Path(__file__).parent / "langgraph" / "langgraph_agent.py"
 EXPECT = Expect(
     # ToolNode(handle_tool_errors=_default_handle_tool_errors) re-raises every exception but a
     # ToolInvocationError (langgraph/prebuilt/tool_node.py): the tool's exception fails the run.

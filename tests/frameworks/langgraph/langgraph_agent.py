@@ -2,7 +2,7 @@
 
 Run as a child process (the LangChain instrumentation patches LangChain's callback manager for the whole process)::
 
-    python tests/frameworks/langgraph/agent.py --model-url URL/v1 --otlp DAEMON_URL [--builder B] [--name NAME]
+    python tests/frameworks/langgraph/langgraph_agent.py --model-url URL/v1 --otlp URL [--builder B] [--name NAME]
 
 ``--builder create_agent`` (the default) is ``langchain.agents.create_agent``, which today's LangGraph v1 docs
 recommend; ``create_react_agent`` is ``langgraph.prebuilt.create_react_agent``, deprecated by LangGraph v1 but

@@ -17,8 +17,8 @@ their defaults:
 The agent's name is the graph's ``name=``: OpenInference names the graph's root span after it and makes it an
 AGENT span only because the name contains "agent". ``create_react_agent`` runs here as "forecaster", a name
 without it, whose graph span is a CHAIN while each of its "agent" nodes is an AGENT span: lousho reads
-LangGraph's run metadata (``ls_integration``, ``langgraph_node``, create_agent's ``lc_agent_name``) to take the
-graph, not a node, for the run (docs/observe.md, "What makes a run").
+LangGraph's run metadata (``ls_integration``, ``langgraph_node``) to take the graph, not a node, for the run and
+its name for the agent's (docs/observe.md, "What makes a run").
 """
 
 from __future__ import annotations

@@ -173,6 +173,45 @@ def test_langgraph_runs_answer_with_the_last_message_not_the_routing_edge(shared
     assert (run["model_calls"], run["tool_calls"], run["status"]) == (2, 1, "ok")
 
 
+def langgraph_tool_failure(t: Trees, graph: str) -> None:
+    """create_react_agent's spans when the tool raises: the graph (a CHAIN when its name lacks "agent"), then its
+    node "agent" (an AGENT span by its name alone) that ends OK before the tool's exception ends the graph."""
+    graph_meta = json.dumps({"ls_integration": "langgraph"})
+
+    def meta(step: int, node: str) -> str:
+        return json.dumps({"ls_integration": "langgraph", "langgraph_step": step, "langgraph_node": node})
+
+    error = "NoStationError('no station in Atlantis')"
+    with t.span(graph, {"openinference.span.kind": "CHAIN", "metadata": graph_meta,
+                        "input.value": json.dumps({"messages": [{"role": "user", "content": QUESTION}]})},
+                error=error, exception="NoStationError"):
+        with t.span("agent", {"openinference.span.kind": "AGENT", "metadata": meta(1, "agent")}):
+            with t.span("ChatOpenAI", {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
+                                       "metadata": meta(1, "agent"), "llm.input_messages.0.message.role": "user",
+                                       "llm.input_messages.0.message.content": QUESTION}):
+                pass
+        with t.span("tools", {"openinference.span.kind": "CHAIN", "metadata": meta(2, "tools")}, error=error,
+                    exception="NoStationError"):
+            with t.span("get_weather", {"openinference.span.kind": "TOOL", "tool.name": "get_weather",
+                                        "metadata": meta(2, "tools")}, error=error, exception="NoStationError"):
+                pass
+
+
+@pytest.mark.system
+def test_a_langgraph_node_named_agent_is_a_step_of_the_graph_which_is_the_run(shared_daemon) -> None:
+    t = Trees(shared_daemon.url, "svc-langgraph-unnamed")
+    try:
+        langgraph_tool_failure(t, "forecaster")
+        langgraph_tool_failure(t, "LangGraph")  # the default name names no agent: service.name does
+    finally:
+        t.close()
+    for agent in ("forecaster", "svc-langgraph-unnamed"):
+        [run] = runs_of(shared_daemon.url, agent, 1)
+        assert (run["input"], run["status"], run["error_type"]) == (QUESTION, "error", "NoStationError"), run
+        assert (run["model_calls"], run["tool_calls"]) == (1, 1), run
+    assert sql(shared_daemon.url, "SELECT count(*) AS n FROM runs WHERE agent = 'agent'") == [{"n": 0}]
+
+
 # --- LlamaIndex FunctionAgent via openinference-instrumentation-llama-index -------------------------------------
 
 def _llama_llm_call(t: Trees, out: dict) -> None:

@@ -84,6 +84,13 @@ _QUESTION_KEYS = ("user_msg", "input", "query", "query_str", "question", "messag
 _ANSWER_KEYS = ("output", "outputs", "answer", "response", "result", "final_output", "text", "content")
 # LangGraph's routing sentinels: a conditional edge's output, never an answer.
 _ROUTING_VALUES = frozenset({"__end__", "__start__"})
+# A compiled LangGraph graph's name when none was given (StateGraph.compile, create_react_agent, create_agent):
+# it names the framework, not the agent.
+_LANGGRAPH_DEFAULT_NAME = "LangGraph"
+# ``ls_integration`` of a graph's run: LangGraph's own, and LangChain's create_agent.
+_LANGGRAPH_INTEGRATIONS = frozenset({"langgraph", "langchain_create_agent"})
+# The operations of a graph's and its nodes' spans (OpenInference CHAIN or AGENT).
+_GRAPH_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow"})
 _ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
 _TEXT_PARTS = frozenset({"text", "output_text", "input_text"})
 _MAX_CONTENTS = 16
@@ -121,6 +128,8 @@ def refine(cols: dict[str, list[Any]], attrs: dict[str, Any], events: list[dict[
     revision_source = None
     operation = cols["operation"][-1]
     agents = cols["agent_name"]
+    if "metadata" in attrs and "openinference.span.kind" in present:
+        operation = _langgraph(cols, attrs["metadata"], span_name, operation)
     if agents[-1] is None and (operation == "invoke_agent" or (present and not present.isdisjoint(_AGENT_FAMILY))):
         agents[-1] = _agent(attrs, span_name, operation)
     sessions = cols["conversation_id"]
@@ -451,6 +460,34 @@ def _agent(attrs: dict[str, Any], span_name: str, operation: str | None) -> str 
     if operation == "invoke_agent" and span_name.startswith("invoke_agent "):
         return span_name[len("invoke_agent "):].strip() or None
     return None
+
+
+def _langgraph(cols: dict[str, list[Any]], metadata: Any, span_name: str, operation: str | None) -> str | None:
+    """The operation a LangGraph span keeps, read with the run metadata OpenInference sends as ``metadata`` (a
+    JSON object); the agent a graph's own span names.
+
+    OpenInference makes any span whose name contains "agent" an AGENT span, so ``create_react_agent``'s node
+    "agent" is one, once per model call, while a graph named ``forecaster`` is a CHAIN: the node was taken for
+    the run (agent "agent", the status of its first model call: a tool's exception after it left the run ok).
+    A node's own span (``langgraph_node`` is its name) is a step of the graph. The graph's invocation (LangGraph
+    adds ``ls_integration``; only the spans inside a node carry ``langgraph_node``) names the agent with the
+    graph's name (``create_agent(name=...)``, ``create_react_agent(name=...)``), unless that is the default
+    "LangGraph"."""
+    if operation not in _GRAPH_OPERATIONS or not isinstance(metadata, str) or '"ls_integration"' not in metadata:
+        return operation
+    try:
+        meta = json.loads(metadata)
+    except ValueError:
+        return operation
+    if not isinstance(meta, dict):
+        return operation
+    node = meta.get("langgraph_node")
+    if operation == "invoke_agent" and node is not None and node == span_name:
+        operation = cols["operation"][-1] = "invoke_workflow"
+    elif (node is None and cols["agent_name"][-1] is None and meta.get("ls_integration") in _LANGGRAPH_INTEGRATIONS
+          and span_name and span_name != _LANGGRAPH_DEFAULT_NAME):
+        cols["agent_name"][-1] = span_name
+    return operation
 
 
 def _invocation_model(attrs: dict[str, Any]) -> str | None:

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo example test lint bench bench-heal clean postgres chromium
+.PHONY: demo example test lint bench bench-heal clean postgres chromium llamaindex-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -16,6 +16,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
+
+# LlamaIndex needs openai<3, lousho's dev extras openai 3: its agent (tests/frameworks/llamaindex/) runs in a venv
+# of its own, as a user's agent would, remade when its requirements change.
+LLAMAINDEX_VENV := .venv-llamaindex
+LLAMAINDEX_STAMP := $(LLAMAINDEX_VENV)/.installed
+LLAMAINDEX_REQUIREMENTS := tests/frameworks/llamaindex/requirements.txt
+
+$(LLAMAINDEX_STAMP): $(LLAMAINDEX_REQUIREMENTS)
+	@test -x $(LLAMAINDEX_VENV)/bin/python || $(PYTHON) -m venv $(LLAMAINDEX_VENV) || { \
+		echo "python3 -m venv failed; installing python3-venv"; \
+		apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(LLAMAINDEX_VENV); }
+	$(LLAMAINDEX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LLAMAINDEX_VENV)/bin/python -m pip install -q -r $(LLAMAINDEX_REQUIREMENTS)
+	@touch $(LLAMAINDEX_STAMP)
+
+llamaindex-venv: $(LLAMAINDEX_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/lousho demo
@@ -42,7 +58,7 @@ chromium:
 		echo "/usr/bin/chromium not found; installing chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: $(STAMP) lint postgres chromium
+test: $(STAMP) llamaindex-venv lint postgres chromium
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -58,4 +74,4 @@ bench-heal: $(STAMP)
 		status=$$?; cat $(HEAL_OUT:.jsonl=.report.txt); exit $$status
 
 clean:
-	rm -rf $(VENV) .lousho .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LLAMAINDEX_VENV) .lousho .pytest_cache .ruff_cache

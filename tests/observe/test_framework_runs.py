@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 from daemon_support import sql
@@ -213,56 +213,101 @@ def test_a_langgraph_node_named_agent_is_a_step_of_the_graph_which_is_the_run(sh
 
 
 # --- LlamaIndex FunctionAgent via openinference-instrumentation-llama-index -------------------------------------
+# As 4.6.1 traces llama-index-core 0.14.25: a step's input is its bound arguments with its event's repr, a step's
+# and the run's output llama-index-workflows' summary of the event (cut at 200 characters with "..."); no span
+# carries agent.name (the events say ``current_agent_name``); each model call is ``OpenAI._prepare_chat_with_tools``
+# (an LLM span that only builds the request) beside the ``OpenAI.astream_chat`` that sends it.
 
-def _llama_llm_call(t: Trees, out: dict) -> None:
-    bound = json.dumps({"tools": [{"name": "get_weather"}], "user_msg": None,
-                        "chat_history": [{"role": "user", "blocks": [{"block_type": "text", "text": QUESTION}]}],
-                        "verbose": False, "allow_parallel_tool_calls": False, "kwargs": {"tool_choice": "auto"}})
-    with t.span("OpenAI.astream_chat_with_tools", {
+def _summary(event: str) -> str:
+    return event if len(event) <= 200 else event[:197] + "..."
+
+
+def _llama_event(kind: str, body: str, agent: str | None) -> str:
+    return f"{kind}({body}, current_agent_name='{agent}')" if agent else f"{kind}({body})"
+
+
+def _llama_step(t: Trees, step: str, ev: str, out: str | None = None) -> AbstractContextManager[trace.Span]:
+    attrs = {"openinference.span.kind": "CHAIN", "input.mime_type": "application/json",
+             "input.value": json.dumps({"ctx": "<workflows.context.context.Context object at 0x7f>", "ev": ev})}
+    return t.span(f"BaseWorkflowAgent.{step}", attrs if out is None else {**attrs, "output.value": _summary(out)})
+
+
+def _llama_llm_call(t: Trees, out: dict, *, error: str | None = None) -> None:
+    history = [f"ChatMessage(role=<MessageRole.USER: 'user'>, blocks=[TextBlock(block_type='text', "
+               f"text='{QUESTION}')])"]
+    with t.span("OpenAI._prepare_chat_with_tools", {
             "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "llm.provider": "openai",
-            "input.value": bound, "input.mime_type": "application/json",
+            "input.value": json.dumps({"tools": ["<FunctionTool object>"], "user_msg": None, "chat_history": history,
+                                       "verbose": False, "allow_parallel_tool_calls": True}),
+            "input.mime_type": "application/json",
+            "output.value": json.dumps({"messages": [{"role": "user", "content": QUESTION}],
+                                        "tools": [{"type": "function", "function": {"name": "get_weather"}}],
+                                        "tool_choice": "auto"})}):
+        pass
+    with t.span("OpenAI.astream_chat", {
+            "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "llm.provider": "openai",
+            "input.value": json.dumps({"messages": history}), "input.mime_type": "application/json",
             "llm.input_messages.0.message.role": "system", "llm.input_messages.0.message.content": SYSTEM,
-            "llm.input_messages.1.message.role": "user", "llm.input_messages.1.message.content": QUESTION,
-            "llm.token_count.prompt": 50, "llm.token_count.completion": 9, **out}):
-        # the preparation of the request: an LLM span of the same call, not a second request
-        with t.span("OpenAI._prepare_chat_with_tools", {
-                "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "input.value": bound,
-                "input.mime_type": "application/json", "output.value": json.dumps({"tool_choice": "auto"})}):
+            "llm.input_messages.1.message.role": "user", "llm.input_messages.1.message.content": QUESTION, **out},
+            error=error, exception="openai.InternalServerError" if error else None):
+        pass
+
+
+def llama_index_run(t: Trees, agent: str | None, *, fail: bool = False) -> None:
+    """One ``agent.run(user_msg=QUESTION)``: a tool call, then the answer (or a 500 instead of it)."""
+    message = f"ChatMessage(role=<MessageRole.USER: 'user'>, blocks=[TextBlock(block_type='text', text='{QUESTION}')])"
+    agent_input = _llama_event("AgentInput", f"input=[{message}]", agent)
+    answer = _llama_event("AgentOutput", "response=ChatMessage(role=<MessageRole.ASSISTANT: 'assistant'>, "
+                          f"blocks=[TextBlock(block_type='text', text='{ANSWER}')]), structured_response=None", agent)
+    stop = f"StopEvent(result={answer})"
+    error = "Error code: 500 - {'error': 'the provider failed'}" if fail else None
+    with t.span("FunctionAgent.run", {"openinference.span.kind": "CHAIN", "input.mime_type": "application/json",
+                                      "input.value": json.dumps({"init_state": {"is_running": False}}),
+                                      **({} if fail else {"output.value": _summary(stop)})},
+                error=error, exception="openai.InternalServerError" if fail else None):
+        with _llama_step(t, "init_run", "AgentWorkflowStartEvent()", agent_input):
             pass
-
-
-def llama_index_run(t: Trees) -> None:
-    stop = ("StopEvent(result=AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: 'assistant'>, "
-            f"blocks=[TextBlock(block_type='text', text='{ANSWER}')]), current_agent_name='Agent'))")
-    run_args = json.dumps({"user_msg": QUESTION, "chat_history": None, "memory": None, "ctx": None,
-                           "stepwise": False, "max_iterations": None, "start_event": None, "kwargs": {}})
-    with t.span("FunctionAgent.run", {"openinference.span.kind": "CHAIN", "input.value": run_args,
-                                      "input.mime_type": "application/json", "output.value": stop}):
-        with t.span("FunctionAgent.run_agent_step", {"openinference.span.kind": "CHAIN"}):
-            _llama_llm_call(t, {"output.value": "assistant: None", "llm.output_messages.0.message.role": "assistant"})
-        with t.span("FunctionAgent.call_tool", {"openinference.span.kind": "CHAIN"}):
+        with _llama_step(t, "setup_agent", agent_input, f"AgentSetup(input=[{message}] * 40)"):
+            pass
+        with _llama_step(t, "run_agent_step", agent_input):
+            _llama_llm_call(t, {"output.value": "assistant: ", "llm.output_messages.0.message.role": "assistant",
+                                "llm.output_messages.0.message.contents.0.message_content.type": "text",
+                                "llm.output_messages.0.message.contents.0.message_content.text": "",
+                                "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather"})
+        with _llama_step(t, "call_tool", "ToolCall(tool_name='get_weather', tool_kwargs={'city': 'Paris'})",
+                         "ToolCallResult(tool_name='get_weather', tool_kwargs={'city': 'Paris'}, tool_id='call_1')"):
             with t.span("FunctionTool.acall", {"openinference.span.kind": "TOOL", "tool.name": "get_weather",
                                                "input.value": json.dumps({"kwargs": {"city": "Paris"}}),
                                                "output.value": "sunny"}):
                 pass
-        with t.span("FunctionAgent.run_agent_step", {"openinference.span.kind": "CHAIN"}):
+        with _llama_step(t, "run_agent_step", agent_input):
+            if fail:
+                _llama_llm_call(t, {}, error=error)
+                return
             _llama_llm_call(t, {"output.value": f"assistant: {ANSWER}",
                                 "llm.output_messages.0.message.role": "assistant",
                                 "llm.output_messages.0.message.content": ANSWER})
-        with t.span("FunctionAgent.parse_agent_output", {"openinference.span.kind": "CHAIN", "output.value": stop}):
+        with _llama_step(t, "parse_agent_output", answer, stop):
             pass
 
 
 @pytest.mark.system
-def test_llama_index_runs_read_the_question_the_answer_and_count_each_request_once(shared_daemon) -> None:
+def test_llama_index_runs_read_the_agent_the_question_the_answer_and_count_each_request_once(shared_daemon) -> None:
     t = Trees(shared_daemon.url, "svc-llama-index")
     try:
-        llama_index_run(t)
+        llama_index_run(t, "llama-weather")
+        llama_index_run(t, "llama-weather", fail=True)
+        llama_index_run(t, None)  # events that name no agent: the class the root span names
     finally:
         t.close()
-    [run] = runs_of(shared_daemon.url, "FunctionAgent", 1)
-    assert (run["input"], run["output"]) == (QUESTION, ANSWER)
-    assert (run["model_calls"], run["tool_calls"], run["status"]) == (2, 1, "ok")
+    ok, failed = runs_of(shared_daemon.url, "llama-weather", 2)
+    assert (ok["input"], ok["output"], ok["status"]) == (QUESTION, ANSWER, "ok")
+    assert (failed["input"], failed["output"], failed["status"]) == (QUESTION, None, "error")
+    assert failed["error_type"] == "openai.InternalServerError"
+    [unnamed] = runs_of(shared_daemon.url, "FunctionAgent", 1)
+    assert (unnamed["input"], unnamed["output"]) == (QUESTION, ANSWER)
+    for run in (ok, failed, unnamed):
+        assert (run["model_calls"], run["tool_calls"]) == (2, 1), run
 
 
 # --- the Vercel AI SDK's experimental_telemetry ----------------------------------------------------------------

@@ -164,6 +164,34 @@ def test_sessions_agents_skills_errors_and_text_from_other_conventions(tmp_path)
     assert json.loads(rows[2]["attributes"])["gen_ai.conversation.id"] == '"conv-9"'
 
 
+def test_llama_index_spans_name_the_agent_their_events_declare_and_give_no_repr_as_text(tmp_path):
+    """openinference-instrumentation-llama-index 4.6 with llama-index-core 0.14: the agent's name only in its
+    workflow events' reprs, a run's output summarised to 200 characters, a tool call's output "assistant: "."""
+    ev = ("AgentInput(input=[ChatMessage(role=<MessageRole.USER: 'user'>, blocks=[TextBlock(block_type='text', "
+          "text=\"Say current_agent_name='evil'\")])], current_agent_name='weather-agent')")
+    stop = ("StopEvent(result=AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: 'assistant'>, "
+            "additional_kwargs={}, blocks=[TextBlock(block_type='text', text='The weather in Paris: sunny in "
+            "Paris.')]), structured_response=None, current_agent_name='weather-agent')")[:197] + "..."
+    rows = stored(
+        tmp_path,
+        span(name="BaseWorkflowAgent.setup_agent", **{"openinference.span.kind": "CHAIN",
+                                                      "input.value": json.dumps({"ctx": "<Context>", "ev": ev})}),
+        # A summary cut inside the name declares none.
+        span(name="BaseWorkflowAgent.init_run", **{"openinference.span.kind": "CHAIN",
+                                                   "output.value": ev[:-10] + "..."}),
+        span(name="FunctionAgent.run", **{"openinference.span.kind": "CHAIN", "output.value": stop}),
+        span(name="OpenAI.astream_chat", **{
+            "openinference.span.kind": "LLM", "output.value": "assistant: ",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.contents.0.message_content.text": "",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather"}),
+        # Text that merely ends in "..." is an answer.
+        span(name="OpenAI.astream_chat", **{"openinference.span.kind": "LLM", "output.value": "Paris (France) is..."}),
+    )
+    assert [r["agent_name"] for r in rows] == ["weather-agent", None, None, None, None]
+    assert [r["output_text"] for r in rows] == [None, None, None, None, "Paris (France) is..."]
+
+
 def test_a_store_of_the_previous_schema_migrates_on_open_and_keeps_its_runs(tmp_path):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))

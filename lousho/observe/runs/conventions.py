@@ -2,16 +2,17 @@
 ecosystem sends: OTel GenAI (v0.1.0 and before), OpenInference, Traceloop/OpenLLMetry, Pydantic AI/Logfire.
 
 ``normalise.promote`` fills the columns whose keys are plain aliases; ``refine`` runs after it on the same
-span and fills what needs more than a key lookup: the agent named by a span kind or a span name, the
-framework's own run id, tokens made inclusive of cache, the error type of an ``exception`` event, the
-model of an OpenInference error span, the user's input and the assistant's output as text, the session id
-unquoted, the skill, and the cost. A key we do not know changes nothing; the raw attributes stay as sent.
+span and fills what needs more than a key lookup: the agent named by a span kind, a span name or a LlamaIndex
+workflow's events, the framework's own run id, tokens made inclusive of cache, the error type of an ``exception``
+event, the model of an OpenInference error span, the user's input and the assistant's output as text, the
+session id unquoted, the skill, and the cost. A key we do not know changes nothing; the raw attributes stay as sent.
 docs/observe.md "What makes a run" is the table of these keys.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from lousho.observe.runs import cost, fingerprint
@@ -94,6 +95,14 @@ _GRAPH_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow"})
 _ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
 _TEXT_PARTS = frozenset({"text", "output_text", "input_text"})
 _MAX_CONTENTS = 16
+# LlamaIndex's agent workflows (FunctionAgent, ReActAgent, AgentWorkflow) declare the agent's name only in their
+# events (AgentInput, AgentSetup, AgentOutput), whose repr is in the input or output of a workflow step's CHAIN
+# span: openinference-instrumentation-llama-index sets no ``agent.name``.
+_WORKFLOW_AGENT_KEYS = ("input.value", "output.value")
+# A repr's first field: ``result=`` in ``StopEvent(result=...``.
+_FIELD = re.compile(r"[A-Za-z_]\w*=")
+# The event's own field (after "(" or ", ", before ")" or the next field), not the words of a message's text.
+_WORKFLOW_AGENT = re.compile(r"[(,] ?current_agent_name='([^'\\\n]{1,256})'(?=\)|, \w+=)")
 
 
 # Index 0 of the messages other conventions flatten into keys: their presence says there are some.
@@ -248,8 +257,10 @@ def output_text(attrs: dict[str, Any], details: dict[str, Any] | None = None) ->
     """The last assistant message of a span's output, as text: never a routing edge's value (LangGraph's
     ``__end__``) nor a Python repr (LlamaIndex's ``StopEvent(...)``), which are not answers."""
     flat = _flat_messages(attrs, "llm.output_messages.{}.message.") or _flat_messages(attrs, "gen_ai.completion.{}.")
-    sources: list[Any] = [flat] if flat else []
-    for source in (*sources, *_output_sources(attrs, details)):
+    # The messages a model answered are its output: one without text (a tool call) has no answer, whatever
+    # the span's output.value says (LlamaIndex's is ``str(ChatResponse)``, "assistant: ").
+    sources: list[Any] = [flat] if flat else _output_sources(attrs, details)
+    for source in sources:
         text = _last_assistant(source)
         if text is not None and text not in _ROUTING_VALUES and not _is_repr(text):
             return text
@@ -257,10 +268,13 @@ def output_text(attrs: dict[str, Any], details: dict[str, Any] | None = None) ->
 
 
 def _is_repr(text: str) -> bool:
-    """A Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``), not text for a person."""
-    head, paren, _ = text.partition("(")
-    return bool(paren) and text.endswith(")") and head.replace(".", "").replace("_", "").isalnum() \
-        and head[:1].isupper() and "\n" not in head
+    """A Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``), not text for a person; or its
+    summary cut short: llama-index-workflows gives a step's or a run's result as ``StopEvent(result=...``
+    truncated to 200 characters with "..." (``summarize_event``)."""
+    head, paren, rest = text.partition("(")
+    if not (paren and head.replace(".", "").replace("_", "").isalnum() and head[:1].isupper() and "\n" not in head):
+        return False
+    return text.endswith(")") or (text.endswith("...") and _FIELD.match(rest) is not None)
 
 def _input_sources(attrs: dict[str, Any], details: dict[str, Any] | None) -> list[Any]:
     sources = [attrs[k] for k in _INPUT_KEYS if k in attrs]
@@ -459,6 +473,20 @@ def _agent(attrs: dict[str, Any], span_name: str, operation: str | None) -> str 
     # The conventions name an agent span "invoke_agent {gen_ai.agent.name}".
     if operation == "invoke_agent" and span_name.startswith("invoke_agent "):
         return span_name[len("invoke_agent "):].strip() or None
+    if operation == "invoke_workflow":
+        return _workflow_agent(attrs)
+    return None
+
+
+def _workflow_agent(attrs: dict[str, Any]) -> str | None:
+    """The agent a LlamaIndex workflow event names (``AgentInput(input=[...], current_agent_name='x')``). The
+    last mention: the field follows the event's messages, whose text the user and the model write."""
+    for key in _WORKFLOW_AGENT_KEYS:
+        value = attrs.get(key)
+        if isinstance(value, str) and "current_agent_name=" in value:
+            names = _WORKFLOW_AGENT.findall(value)
+            if names:
+                return names[-1]
     return None
 
 

@@ -10,15 +10,16 @@ What makes a run (docs/observe.md, "What makes a run"):
   else the trace's root span (a bare ``chat`` span is a run of one call). Its id is the framework's
   own per-invocation id on that root (Pydantic AI's ``gen_ai.agent.call.id``, column ``call_id``),
   else the trace id; its agent the root's agent name, else the first agent a span of the trace declares
-  (OpenInference's ``agent.name`` under the Agents SDK's "Agent workflow"), else a name the root's span
+  (OpenInference's ``agent.name`` under the Agents SDK's "Agent workflow", a LlamaIndex workflow event's
+  ``current_agent_name``), else a name the root's span
   name gives (an agent span's name, LlamaIndex's ``FunctionAgent.run``: ``AGENT_HINT``), else the
   resource's ``service.name``; it failed when its root ended in ERROR (an ERROR span under an ok root
   was handled: ``handled_errors``); its input is the first user message of its spans, its output the
   last assistant message, and without ``lousho.case.id`` its case is a hash of that input.
 
 Tokens, cost and calls add up over all of a run's traces; a failing score fails any run. A request to a
-model counts once: a model span nested directly in another (LlamaIndex's ``_prepare_chat_with_tools`` inside
-its chat call, an SDK instrumentation's span under a framework's) is part of that call (``model_calls``).
+model counts once: a model span nested directly in another (an SDK instrumentation's span under a framework's)
+is part of that call, and LlamaIndex's ``_prepare_chat_with_tools`` beside its chat call is none (``model_calls``).
 A failed run's ``error_type`` is the error's type as sent, else one its message starts with
 (``ValueError: ...``, a traceback's last line), else ``error``; an ok run has no error type or message.
 A run without ``lousho.harness.revision`` or ``gen_ai.agent.version`` takes ``auto:`` and the fingerprint of
@@ -37,7 +38,10 @@ from __future__ import annotations
 
 from typing import Any
 
-MODEL_OPERATIONS = "operation IN ('chat', 'text_completion', 'generate_content')"
+# A model span requests the model, except LlamaIndex's ``_prepare_chat_with_tools``: an LLM span (every abstract
+# method of an LLM is traced) that only builds the request, beside the chat call that sends it.
+MODEL_OPERATIONS = ("(operation IN ('chat', 'text_completion', 'generate_content') "
+                    "AND NOT ends_with(name, '._prepare_chat_with_tools'))")
 # What a candidate root's span name says of its agent when no span declares one: an agent span's own name,
 # or the class of a LlamaIndex workflow's run (span "FunctionAgent.run").
 AGENT_HINT = (r"CASE WHEN operation = 'invoke_agent' THEN name "

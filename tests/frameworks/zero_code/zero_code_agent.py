@@ -3,7 +3,8 @@
 
 Run in a venv holding exactly requirements.txt::
 
-    OTEL_SERVICE_NAME=weather-zero-code opentelemetry-instrument python zero_code_agent.py --model-url URL --plan PLAN.json
+    OTEL_SERVICE_NAME=weather-zero-code opentelemetry-instrument python zero_code_agent.py \
+        --model-url URL --plan PLAN.json
 
 The plan is ``{"system": str, "model": str, "questions": [str]}``. Each question is a request the agent serves:
 a model call asking for ``get_weather``, the tool (it raises for a city with no station, as the framework tests'

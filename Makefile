@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo example test lint bench bench-heal clean postgres chromium agent-venvs
+.PHONY: demo example test lint bench bench-heal clean postgres chromium agent-venvs node-frameworks
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -54,7 +54,22 @@ AGENT_VENVS := $(patsubst tests/frameworks/%/requirements.txt,.venv-%/.installed
 
 agent-venvs: $(AGENT_VENVS)
 
-test: $(STAMP) lint postgres chromium agent-venvs
+# The Vercel AI SDK's agent (tests/frameworks/test_vercel.py) runs on Node: its packages come from npm, exactly as
+# its package-lock.json pins them (npm ci), once per change of the lock. Install Debian's nodejs and npm when either
+# is missing; a Node older than the packages' engines fails the install (engine-strict in the agent's .npmrc).
+NODE_AGENT := tests/frameworks/vercel
+NODE_STAMP := $(NODE_AGENT)/node_modules/.installed
+
+$(NODE_STAMP): $(NODE_AGENT)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "node or npm not found; installing nodejs and npm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	cd $(NODE_AGENT) && npm ci --no-audit --no-fund
+	@touch $(NODE_STAMP)
+
+node-frameworks: $(NODE_STAMP)
+
+test: $(STAMP) lint postgres chromium agent-venvs node-frameworks
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -70,4 +85,4 @@ bench-heal: $(STAMP)
 		status=$$?; cat $(HEAL_OUT:.jsonl=.report.txt); exit $$status
 
 clean:
-	rm -rf $(VENV) .venv-* .lousho .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-* .lousho .pytest_cache .ruff_cache $(NODE_AGENT)/node_modules

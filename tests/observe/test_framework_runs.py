@@ -312,24 +312,25 @@ def test_llama_index_runs_read_the_agent_the_question_the_answer_and_count_each_
 
 # --- the Vercel AI SDK's experimental_telemetry ----------------------------------------------------------------
 
-def _ai(operation: str, **attrs: object) -> dict:
-    return {"operation.name": f"{operation} weather-agent", "ai.operationId": operation,
-            "ai.telemetry.functionId": "weather-agent", "resource.name": "weather-agent",
+def _ai(operation: str, agent: str = "weather-agent", **attrs: object) -> dict:
+    return {"operation.name": f"{operation} {agent}", "ai.operationId": operation,
+            "ai.telemetry.functionId": agent, "resource.name": agent,
             "ai.model.id": "gpt-4o-mini", "ai.model.provider": "openai.responses", **attrs}
 
 
-def vercel_run(t: Trees, *, fail: bool) -> None:
+def vercel_run(t: Trees, *, fail: bool, agent: str = "weather-agent", tools: list[str] | None = None) -> None:
     messages = json.dumps([{"role": "system", "content": SYSTEM},
                            {"role": "user", "content": [{"type": "text", "text": QUESTION}]}])
     error = "Internal Server Error" if fail else None
     exception = "AI_APICallError" if fail else None
 
     def do_generate(**out: object) -> dict:
-        return _ai("ai.generateText.doGenerate", **{"ai.prompt.messages": messages, "ai.prompt.toolChoice":
-                                                    '{"type":"auto"}', "gen_ai.system": "openai.responses",
-                                                    "gen_ai.request.model": "gpt-4o-mini", **out})
+        return _ai("ai.generateText.doGenerate", agent, **{
+            "ai.prompt.messages": messages, "ai.prompt.toolChoice": '{"type":"auto"}', "gen_ai.system":
+            "openai.responses", "gen_ai.request.model": "gpt-4o-mini", **({"ai.prompt.tools": tools} if tools else {}),
+            **out})
 
-    root = _ai("ai.generateText", **{"ai.prompt": json.dumps({"system": SYSTEM, "prompt": QUESTION})})
+    root = _ai("ai.generateText", agent, **{"ai.prompt": json.dumps({"system": SYSTEM, "prompt": QUESTION})})
     if not fail:
         root |= {"ai.response.text": ANSWER, "ai.usage.inputTokens": 90, "ai.usage.outputTokens": 20}
     with t.span("ai.generateText", root, error=error, exception=exception):
@@ -337,9 +338,9 @@ def vercel_run(t: Trees, *, fail: bool) -> None:
                 "ai.response.toolCalls": json.dumps([{"toolName": "get_weather", "input": '{"city":"Paris"}'}]),
                 "ai.usage.inputTokens": 40, "ai.usage.outputTokens": 12})):
             pass
-        with t.span("ai.toolCall", _ai("ai.toolCall", **{"ai.toolCall.name": "get_weather", "ai.toolCall.id": "c1",
-                                                         "ai.toolCall.args": '{"city":"Paris"}',
-                                                         "ai.toolCall.result": '"sunny"'})):
+        with t.span("ai.toolCall", _ai("ai.toolCall", agent, **{
+                "ai.toolCall.name": "get_weather", "ai.toolCall.id": "c1", "ai.toolCall.args": '{"city":"Paris"}',
+                "ai.toolCall.result": '"sunny"'})):
             pass
         last = {} if fail else {"ai.response.text": ANSWER, "ai.usage.inputTokens": 50, "ai.usage.outputTokens": 8}
         with t.span("ai.generateText.doGenerate", do_generate(**last), error=error, exception=exception):
@@ -362,6 +363,30 @@ def test_vercel_ai_sdk_runs_are_read_from_its_ai_attributes(shared_daemon) -> No
     assert tokens == [{"input_tokens": 90, "output_tokens": 20, "model": "gpt-4o-mini"}]  # the requests', once
     assert (failed["input"], failed["output"], failed["status"]) == (QUESTION, None, "error")
     assert failed["error_type"] == "AI_APICallError"
+
+
+def _tool(description: str) -> str:
+    return json.dumps({"type": "function", "name": "get_weather", "description": description,
+                       "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}})
+
+
+@pytest.mark.system
+def test_vercel_ai_sdk_revision_is_its_model_calls_prompt_and_tools(shared_daemon) -> None:
+    """The ai.generateText span names the model and the system prompt but not the tools, and the real SDK starts
+    it in the same millisecond as its first request: the revision must come from the request (ai.prompt.tools),
+    so a changed tool is a new revision and the same agent is one revision however the spans' times tie."""
+    t = Trees(shared_daemon.url, "svc-vercel-tools")
+    try:
+        for description in ("The weather in a city.", "The weather in a city.", "The forecast for a city."):
+            vercel_run(t, fail=False, agent="tools-agent", tools=[_tool(description)])
+    finally:
+        t.close()
+    runs_of(shared_daemon.url, "tools-agent", 3)
+    rows = sql(shared_daemon.url, "SELECT harness_revision, revision_source FROM runs WHERE agent = ? "
+                                  "ORDER BY started_ns", ["tools-agent"])
+    first, same, changed = (r["harness_revision"] for r in rows)
+    assert {r["revision_source"] for r in rows} == {"derived"}
+    assert first == same != changed
 
 
 @pytest.mark.system

@@ -82,8 +82,10 @@ _SPAN_PARTS: tuple[Part, ...] = (
     Part("last_error_type", "last", "error_type", "status_code = 'ERROR'"),
     Part("last_error_message", "last", "status_message", "status_code = 'ERROR'"),
     Part("error_spans", "count", "*", "status_code = 'ERROR'", "BIGINT"),
-    # The revision derived from what the agent sent (fingerprint.py): a model call's first, else any span's.
-    Part("model_print", "first", "fingerprint", "request_model IS NOT NULL"),
+    # The revision derived from what the agent sent (fingerprint.py): a model call's first, else any span's. A
+    # model call by its operation, not by a model on the span: the AI SDK's ai.generateText span names the model
+    # too, but carries only the system prompt (no tools), and it starts in the same millisecond as its first call.
+    Part("model_print", "first", "fingerprint", MODEL_OPERATIONS),
     Part("any_print", "first", "fingerprint"),
     Part("version_revision", "first", "harness_revision", "revision_source = 'version'"),
     Part("has_run_id", "or", "run_id IS NOT NULL", sql_type="BOOLEAN"),

@@ -152,7 +152,7 @@ WITH candidates AS (
         arg_max(error_type, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_type,
         arg_max(status_message, end_ns) FILTER (WHERE status_code = 'ERROR') AS last_error_message,
         count(*) FILTER (WHERE status_code = 'ERROR') AS error_spans,
-        arg_min(fingerprint, start_ns) FILTER (WHERE request_model IS NOT NULL) AS model_print,
+        arg_min(fingerprint, start_ns) FILTER (WHERE {model_operations}) AS model_print,
         arg_min(fingerprint, start_ns) AS any_print,
         arg_min(harness_revision, start_ns) FILTER (WHERE revision_source = 'version') AS version_revision
     FROM spans
@@ -239,7 +239,7 @@ def runs_select(run_filter: str = "") -> str:
     """One row per run; with ``run_filter`` (SQL over span columns), only the runs having a span
     with a run id that matches it. Parameters in the filter bind in the order they appear once."""
     shared = {"agent_hint": AGENT_HINT, "run_aggregate": RUN_AGGREGATE, "model_calls": model_calls(
-        f"list({MODEL_SPAN}) FILTER (WHERE {MODEL_OPERATIONS})")}
+        f"list({MODEL_SPAN}) FILTER (WHERE {MODEL_OPERATIONS})"), "model_operations": MODEL_OPERATIONS}
     if not run_filter:
         return _TEMPLATE.format(run_filter="", attempt_filter="", verdict_filter="", **shared)
     return _TEMPLATE.format(

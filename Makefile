@@ -70,7 +70,7 @@ $(NODE_STAMP): $(NODE_AGENT)/package-lock.json
 node-frameworks: $(NODE_STAMP)
 
 test: $(STAMP) lint postgres chromium agent-venvs node-frameworks
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/perf/ingest.py

@@ -308,3 +308,32 @@ def test_an_agents_sdk_failure_has_the_openai_class_of_the_status_its_message_na
     finally:
         store.close()
     assert rows == [("weather-agent", "error", error_type, message)]
+
+
+def test_a_schema_6_store_has_its_kept_runs_made_again_by_todays_rules(tmp_path):
+    path = tmp_path / "s6.duckdb"
+    trace_id, _ = new_ids()
+    root = span(name="invoke_agent planner", trace_id=trace_id, **{
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"})
+    failed = span(parent=root.span_id, trace_id=trace_id, status=Status.STATUS_CODE_ERROR, **{
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "error.type": "timeout"})
+    store = SpanStore(path)
+    try:
+        store.append([decode_request(request([root, failed], service="svc"))])
+        store.reader().execute("SELECT count(*) FROM runs").fetchall()
+    finally:
+        store.close()
+    # As schema 6 kept it: folded by the rules before 7 (here: the handled error's type on the ok run).
+    con = duckdb.connect(str(path))
+    con.execute("DELETE FROM lousho_schema WHERE version > 6")
+    con.execute("UPDATE kept_runs SET error_type = 'timeout'")
+    assert con.execute("SELECT status, error_type FROM kept_runs").fetchall() == [("ok", "timeout")]
+    con.close()
+
+    store = SpanStore(path)
+    try:
+        reader = store.reader()
+        assert schema.current_version(reader) == schema.SCHEMA_VERSION == 7
+        assert reader.execute("SELECT status, error_type, handled_errors FROM runs").fetchall() == [("ok", None, 1)]
+    finally:
+        store.close()

@@ -321,7 +321,7 @@ def test_generated_bodies_decode_the_same():
     seen: set[str] = set()
 
     @given(body=generated_bodies())
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @settings(max_examples=100, deadline=None, derandomize=True, database=None)
     def sample(body):
         outcome = assert_same(body)
         if outcome == "BadPayload":

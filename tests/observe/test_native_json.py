@@ -137,14 +137,15 @@ def test_generated_requests_as_json_decode_the_same():
     """The protobuf generator's requests (values at and past their ranges, rejected spans, both paths of the
     convention columns) written as OTLP/JSON; nearly all of them must go the native way."""
 
+    # 60 bodies: each is large and slow to draw (the generator's whole range); the protobuf tests draw more.
     @given(body=protobuf_bodies_as_json())
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None)
     def sample(body):
         assert_same(body)
 
     with _Paths() as paths:
         sample()
-    assert paths.native >= 100, (paths.native, paths.reference)
+    assert paths.native >= 40, (paths.native, paths.reference)
 
 
 # --- awkward JSON: every representation json_format takes or refuses, for every kind of field; each field
@@ -268,7 +269,7 @@ def test_awkward_json_values_decode_or_fail_the_same():
     seen: set[str] = set()
 
     @given(body=awkward_bodies())
-    @settings(max_examples=1500, deadline=None, derandomize=True, database=None)
+    @settings(max_examples=700, deadline=None, derandomize=True, database=None)
     def sample(body):
         outcome = assert_same(body)
         seen.add("refused" if outcome.startswith("BadPayload") else "rejected" if "rejected=0" not in outcome
@@ -277,7 +278,7 @@ def test_awkward_json_values_decode_or_fail_the_same():
     with _Paths() as paths:
         sample()
     assert seen == {"refused", "rejected", "decoded"}
-    assert paths.native >= 350 and paths.reference >= 250, (paths.native, paths.reference)
+    assert paths.native >= 160 and paths.reference >= 110, (paths.native, paths.reference)
 
 
 def _body(span: dict[str, Any]) -> bytes:
@@ -348,7 +349,7 @@ def test_the_plain_span_of_the_table_goes_the_native_way():
 
 @pytest.mark.slow
 @given(body=mutated_json())
-@settings(max_examples=400, deadline=None, derandomize=True)
+@settings(max_examples=200, deadline=None, derandomize=True)
 def test_mutated_json_bodies_decode_or_fail_the_same(body):
     assert_same(body)
 

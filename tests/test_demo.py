@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 
@@ -17,6 +19,10 @@ def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_clean
     assert "cycle: applied" in out and "watcher tick: kept" in out  # the loop applies a fix; the monitor keeps it
     assert "watcher tick: rollback" in out and "(the kept edit): True" in out  # planted harm rolled back
     assert "audit: ok" in out
+    # An agent with no lousho attribute and no version: two derived revisions, one per system prompt, and cases.
+    untagged = out.split("10. an agent that knows nothing of lousho", 1)[1].split("11. lousho sql", 1)[0]
+    assert len(set(re.findall(r"auto:[0-9a-f]{16} │ derived │ 8    │ 2 ", untagged))) == 2, untagged
+    assert "What is the weather in Faultville? │ 2 " in untagged and "InternalServerError" in untagged
     assert "exit code 0" in out
     assert (demo_run.dir / "observe.duckdb").exists()
     assert "http://127.0.0.1:4318/" in out and "/agents/ledger" in out  # it ends with where to look

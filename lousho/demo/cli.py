@@ -80,14 +80,16 @@ def demo(workdir: Path, n_runs: int) -> None:
         print_frame(cases_table(cases_from_failures(store, "ledger", recurring_only=True)))
         _improve_step(agent_dir, daemon.url)
         _self_healing_loop(agent_dir, daemon.url, store_url)
-        _say("10. lousho sql: tokens and tool calls by outcome (unscored: the notes, which the check cannot score)")
+        _untagged_agent(daemon.url)
+        _say("11. lousho sql: tokens and tool calls by outcome (unscored: the notes, which the check cannot score)")
         _lousho("sql", "--url", daemon.url,
                 "SELECT status, CASE WHEN passed IS NULL THEN 'unscored' WHEN passed THEN 'pass' ELSE 'fail' END "
                 "AS verdict, count(*) AS runs, sum(model_calls) AS \"model calls\", sum(tool_calls) AS \"tool calls\", "
-                "sum(input_tokens + output_tokens) AS tokens FROM runs GROUP BY ALL ORDER BY ALL")
+                "sum(input_tokens + output_tokens) AS tokens FROM runs WHERE agent = 'ledger' "
+                "GROUP BY ALL ORDER BY ALL")
     finally:
         code = daemon.stop()
-    _say(f"11. daemon stopped with SIGTERM: drained, committed, exit code {code}")
+    _say(f"12. daemon stopped with SIGTERM: drained, committed, exit code {code}")
     if code != 0:
         raise SystemExit(code)
     _say(f"done. Stores: {db} (spans) and {store_url} (runs). Try: lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"")
@@ -167,6 +169,34 @@ def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> Non
         click.echo(f"   the harness is back at {read_harness(agent_dir).revision} (the kept edit): {same}")
     _lousho("improve", "audit", str(agent_dir), "--verify")
     _lousho("improve", "status", str(agent_dir))
+
+
+def _untagged_agent(observe_url: str) -> None:
+    import polars as pl
+
+    from lousho.analysis import cases_from_failures
+    from lousho.demo.untagged import AGENT, CITIES, run_untagged_agent
+    from lousho.observe import connect
+    from lousho.observe.client.render import print_frame
+
+    _say(f"10. an agent that knows nothing of lousho (plain openai, GenAI spans, no version): {len(CITIES)} runs, "
+         "then its system prompt changes and it runs again")
+    run_untagged_agent(observe_url)
+    store = connect(observe_url)
+    deadline = time.monotonic() + 30
+    while store.sql("SELECT count(*) AS n FROM runs WHERE agent = ?", [AGENT])["n"][0] < 2 * len(CITIES):
+        if time.monotonic() > deadline:
+            raise click.ClickException(f"the {AGENT} agent's runs did not reach the store")
+        time.sleep(0.1)
+    click.echo("   each prompt is a revision of its own, derived from what the agent sent (auto:...):")
+    _lousho("sql", "--url", observe_url,
+            "SELECT harness_revision AS revision, revision_source AS source, count(*) AS runs, "
+            "count(*) FILTER (WHERE status = 'error') AS failed, min(started_at) AS first FROM runs "
+            f"WHERE agent = '{AGENT}' GROUP BY ALL ORDER BY first")
+    click.echo("   and the live revision's failures are cases, as for any agent (the case is its input's hash):")
+    cases = cases_from_failures(store, AGENT)
+    print_frame(cases.select(pl.col("input").alias("input (the user's question)"), pl.col("count").alias("failed runs"),
+                             pl.col("errors").list.join(", ").alias("errors")))
 
 
 def _recover_until_finished(store_url: str, run_id: str, observe_url: str, timeout: float = 60.0) -> None:

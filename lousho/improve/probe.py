@@ -62,7 +62,9 @@ class ProbeResult:
     model: str | None = None
 
     def spend(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "requests": self.requests, "input_tokens": self.input_tokens,
+        # A probe that gives the split may leave the total out: it is their sum.
+        tokens = self.tokens or self.input_tokens + self.output_tokens
+        return {"tokens": tokens, "requests": self.requests, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cache_read_tokens": self.cache_read_tokens, "model": self.model}
 
 

@@ -164,6 +164,8 @@ def cost_check(
     tokens = _cost_rows(base, candidate, [c.tokens for c in base], [c.tokens for c in candidate], rules)
     usd = _cost_rows(base, candidate, [c.usd or 0.0 for c in base], [c.usd or 0.0 for c in candidate],
                      rules) if priced else None
+    if usd is not None and usd[1] is None and tokens[1] is not None:
+        usd = None  # both sides free (a model priced at 0): dollars compare nothing, tokens still do
     used = usd if usd is not None else tokens
     return CostCheck(
         passed=not used[0],

@@ -93,6 +93,9 @@ def test_cost_rule_compares_dollars_when_every_compared_case_has_a_price() -> No
     check = cost_check(base, unpriced)
     assert (check.unit, check.passed, check.usd_ratio, check.base_usd_per_pass) == ("tokens", True, None, None)
     assert check.ratio == check.tokens_ratio == pytest.approx(1800 / 3030)
+    # A model priced at nothing on both sides: a ratio of dollars is undefined, so tokens are compared.
+    free = cost_check([CaseTokens(3, 3, 300.0, 0.0)], [CaseTokens(3, 3, 600.0, 0.0)])
+    assert (free.unit, free.passed, free.ratio) == ("tokens", False, 2.0)
 
 
 def test_cost_rule_passes_with_nothing_to_compare() -> None:

@@ -113,8 +113,8 @@ def gate_report(
         ),
         both(
             "cost_fail",
-            f"tokens per passing run over +{rules.max_token_rise:.0%} (one case, {held} runs a "
-            f"side, lognormal CV {cv})",
+            f"cost per passing run (dollars where priced, else tokens) over +{rules.max_token_rise:.0%} "
+            f"(one case, {held} runs a side, lognormal CV {cv})",
             cost,
             f"simulated ({SIMULATION_REPLICATES:,}, seed {seed})",
         ),

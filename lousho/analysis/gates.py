@@ -27,7 +27,8 @@ class GateRules:
     * held-out: a case that drops is rerun ``rerun`` more times on both sides; the edit is rejected
       at a pooled drop of at least ``held_out_min_drop`` in ``runs + rerun``.
     * canary (seed §4.1): each training case passes at least ``canary_min`` of ``canary_runs``.
-    * cost: tokens per passing run may rise by at most ``max_token_rise`` (+50%).
+    * cost: the cost of a passing run may rise by at most ``max_token_rise`` (+50%): the seeds' rule counts
+      tokens; ``cost_check`` counts dollars when every compared run has a price (``CaseTokens.usd``).
     * paired alternative: the exact sign test across cases at one-sided ``sign_alpha``.
     """
 
@@ -53,20 +54,31 @@ class GateRules:
 
 @dataclass(frozen=True)
 class CaseTokens:
-    """One case on one side: how many runs, how many passed, and the tokens all of them used."""
+    """One case on one side: how many runs, how many passed, the tokens all of them used, and their price
+    in USD (None when some run has no price: its model is not in the price table)."""
 
     runs: int
     passes: int
     tokens: float
+    usd: float | None = None
 
 
 @dataclass(frozen=True)
 class CostCheck:
-    """The cost rule's verdict. ``ratio`` is ``None`` when no case passes on both sides."""
+    """The cost rule's verdict, in ``unit``: "usd" when every run of the compared cases has a price, else
+    "tokens". ``ratio`` (candidate over base, per passing run, in ``unit``) is ``None`` when no case passes
+    on both sides; both units' figures are kept where known, so a reader sees what the other would say."""
 
     passed: bool
     ratio: float | None
     cases_compared: int
+    unit: str = "tokens"
+    tokens_ratio: float | None = None
+    usd_ratio: float | None = None
+    base_tokens_per_pass: float | None = None
+    candidate_tokens_per_pass: float | None = None
+    base_usd_per_pass: float | None = None
+    candidate_usd_per_pass: float | None = None
 
 
 DEFAULT_RULES = GateRules()
@@ -126,12 +138,16 @@ def canary_passes(passes: int, rules: GateRules = DEFAULT_RULES) -> bool:
 def cost_check(
     base: Sequence[CaseTokens], candidate: Sequence[CaseTokens], rules: GateRules = DEFAULT_RULES
 ) -> CostCheck:
-    """Tokens per passing run may rise by at most ``max_token_rise``.
+    """The cost of a passing run may rise by at most ``max_token_rise``: in dollars where prices are known.
 
-    Tokens per passing run is all the tokens a side spent on a case divided by its passing runs: the
-    cost of one success. It is pooled over the cases that pass at least once on *both* sides (seed
-    §3.2: "compared only on cases that pass under both harnesses"), so a case the candidate newly
-    fixes cannot count as a cost rise. With no such case the rule has nothing to compare and passes.
+    Cost per passing run is all a side spent on a case divided by its passing runs: the cost of one
+    success. It is pooled over the cases that pass at least once on *both* sides (seed §3.2: "compared
+    only on cases that pass under both harnesses"), so a case the candidate newly fixes cannot count as a
+    cost rise. With no such case the rule has nothing to compare and passes.
+
+    The seeds count tokens; tokens hide what a user pays (output tokens cost about 4 times input tokens on
+    most models), so the rule counts dollars when every run of the compared cases (every case, when none
+    is compared) has a price on both sides, and tokens otherwise: never a mix of the two.
     """
     if len(base) != len(candidate):
         raise BadInputError("candidate", len(candidate), f"one entry per base case ({len(base)})")
@@ -139,20 +155,43 @@ def cost_check(
         for case in side:
             _checks.counts(case.passes, case.runs)
             _checks.non_negative("tokens", case.tokens)
-    fails, ratio = cost_fails_arrays(
-        np.array([[c.tokens for c in base]]),
-        np.array([[c.passes for c in base]]),
-        np.array([[c.tokens for c in candidate]]),
-        np.array([[c.passes for c in candidate]]),
-        rules.max_token_rise,
-    )
-    compared = sum(b.passes > 0 and c.passes > 0 for b, c in zip(base, candidate, strict=True))
-    value = float(ratio[0])
+            if case.usd is not None:
+                _checks.non_negative("usd", case.usd)
+    pairs = list(zip(base, candidate, strict=True))
+    both = [b.passes > 0 and c.passes > 0 for b, c in pairs]
+    judged = [p for p, compared in zip(pairs, both, strict=True) if compared] or pairs
+    priced = all(b.usd is not None and c.usd is not None for b, c in judged)
+    tokens = _cost_rows(base, candidate, [c.tokens for c in base], [c.tokens for c in candidate], rules)
+    usd = _cost_rows(base, candidate, [c.usd or 0.0 for c in base], [c.usd or 0.0 for c in candidate],
+                     rules) if priced else None
+    if usd is not None and usd[1] is None and tokens[1] is not None:
+        usd = None  # both sides free (a model priced at 0): dollars compare nothing, tokens still do
+    used = usd if usd is not None else tokens
     return CostCheck(
-        passed=not bool(fails[0]),
-        ratio=None if np.isnan(value) else value,
-        cases_compared=compared,
+        passed=not used[0],
+        ratio=used[1],
+        cases_compared=sum(both),
+        unit="usd" if usd is not None else "tokens",
+        tokens_ratio=tokens[1],
+        usd_ratio=None if usd is None else usd[1],
+        base_tokens_per_pass=tokens[2],
+        candidate_tokens_per_pass=tokens[3],
+        base_usd_per_pass=None if usd is None else usd[2],
+        candidate_usd_per_pass=None if usd is None else usd[3],
     )
+
+
+def _cost_rows(base: Sequence[CaseTokens], candidate: Sequence[CaseTokens], base_cost: Sequence[float],
+               candidate_cost: Sequence[float], rules: GateRules) -> tuple[bool, float | None, float | None,
+                                                                            float | None]:
+    """The rule in one unit: (fails, ratio, base per pass, candidate per pass), None where undefined."""
+    xb, xc = np.array([[c.passes for c in base]]), np.array([[c.passes for c in candidate]])
+    fails, ratio = cost_fails_arrays(np.array([base_cost]), xb, np.array([candidate_cost]), xc, rules.max_token_rise)
+    both = (xb[0] > 0) & (xc[0] > 0)
+    per_pass = [float(np.sum(np.array(cost)[both]) / np.sum(x[0][both])) if both.any() else None
+                for cost, x in ((base_cost, xb), (candidate_cost, xc))]
+    value = float(ratio[0])
+    return bool(fails[0]), None if np.isnan(value) else value, per_pass[0], per_pass[1]
 
 
 def cost_fails_arrays(
@@ -164,7 +203,8 @@ def cost_fails_arrays(
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
     """The cost rule on rows of cases (shape replicates x cases): (fails, ratio; NaN if undefined).
 
-    Shared by ``cost_check`` and the cost rule's simulation, so both apply the same definition.
+    Shared by ``cost_check`` and the cost rule's simulation, so both apply the same definition. The unit
+    (tokens or dollars) is the caller's: the rule is a ratio, the same in any unit.
     """
     tb, xb = np.asarray(base_tokens, dtype=float), np.asarray(base_passes, dtype=float)
     tc, xc = np.asarray(candidate_tokens, dtype=float), np.asarray(candidate_passes, dtype=float)
@@ -175,7 +215,7 @@ def cost_fails_arrays(
     per_pass_c = (tc * both).sum(axis=1) / np.where(defined, passes_c, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(defined, per_pass_c / per_pass_b, np.nan)
-    # A base that spent no tokens at all: any spend by the candidate is an unbounded rise.
+    # A base that spent nothing at all: any spend by the candidate is an unbounded rise.
     fails = defined & (per_pass_c > (1.0 + max_rise) * per_pass_b * (1.0 + 1e-12))
     return fails, ratio
 

@@ -273,10 +273,12 @@ def _cost_section() -> str:
         rows,
     )
     return (
-        "## 7. Cost rule (simulated)\n\nP(tokens per passing run rise over 50%) with no real "
-        "change: one case, 6 runs a side, tokens per run lognormal with the given coefficient of "
+        "## 7. Cost rule (simulated)\n\nP(cost per passing run rise over 50%) with no real "
+        "change: one case, 6 runs a side, cost per run lognormal with the given coefficient of "
         "variation and independent of passing; 200,000 replicates, seed 1, ± one standard error. "
-        "Tokens per passing run is all tokens over passing runs. The rate is over replicates where "
+        "Cost per passing run is all a side spent over its passing runs: dollars when every compared "
+        "run has a price (the gate's default), else tokens (the seeds' unit); the rule is a ratio, so "
+        "the figures hold in either unit. The rate is over replicates where "
         "both sides pass at least once; the last column is how often one side never passes.\n\n"
         + table
     )

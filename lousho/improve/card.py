@@ -6,6 +6,8 @@ Model text (editor summaries, the diff's added lines, reasons quoting them) pass
 
 from __future__ import annotations
 
+from typing import Any
+
 from lousho.improve.injection import plain_text
 from lousho.improve.result import ImproveResult
 
@@ -39,6 +41,8 @@ def format_improve_result(result: ImproveResult, *, width: int = 100) -> str:
                 if d.evidence.get("gate"):
                     lines.append(f"      gate        {d.evidence['gate']}" + "".join(
                         f"; {s['stage']}: p = {s['p_value']:.3g} {s['verdict']}" for s in d.evidence.get("stages", [])))
+                if d.evidence.get("cost"):
+                    lines.append(f"      cost        {cost_line(d.evidence['cost'])}")
                 for rate in d.evidence.get("error_rates", []):
                     lines.append(f"      error rate  {rate['rule']}: {rate['meaning']} = {rate['value']:.3f}"
                                  f" ({rate['at']}; {rate['method']})")
@@ -51,6 +55,29 @@ def format_improve_result(result: ImproveResult, *, width: int = 100) -> str:
     if result.diff:
         lines += ["", "diff"] + [f"  {plain_text(line)}" for line in result.diff.splitlines()]
     return "\n".join(lines) + "\n"
+
+
+def cost_line(cost: dict[str, Any]) -> str:
+    """The cost rule's figures per passing run, base -> candidate, in the unit it compared first."""
+    unit = cost.get("unit", "tokens")  # a decision recorded before the unit was: tokens
+    if cost.get("ratio") is None:
+        return f"in {'dollars' if unit == 'usd' else 'tokens'}: no case passes under both, nothing to compare"
+    tokens = (f"tokens per passing run {_figure(cost.get('base_tokens_per_pass'), '{:,.0f}')} -> "
+              f"{_figure(cost.get('candidate_tokens_per_pass'), '{:,.0f}')} "
+              f"({_change(cost.get('tokens_ratio', cost['ratio'] if unit == 'tokens' else None))})")
+    if unit == "usd":
+        return (f"in dollars: ${_figure(cost.get('base_usd_per_pass'), '{:.3g}')} -> "
+                f"${_figure(cost.get('candidate_usd_per_pass'), '{:.3g}')} per passing run "
+                f"({_change(cost.get('ratio'))}); {tokens}")
+    return f"in tokens (not every run has a price): {tokens}"
+
+
+def _figure(value: float | None, form: str) -> str:
+    return "?" if value is None else form.format(value)
+
+
+def _change(ratio: float | None) -> str:
+    return "?" if ratio is None else f"{ratio - 1:+.0%}"
 
 
 def _clip(text: str, limit: int) -> str:

@@ -3,7 +3,8 @@
 A proposal is *supported* when its probe passed more runs of some training case than the current
 harness did and fewer of none. Supported edits to different files are combined; edits to the same
 file are merged hunk by hunk when they touch different lines, and otherwise the better-probed one
-wins (more passes, then fewer tokens per passing run).
+wins (more passes, then the cheaper passing run: in dollars when every probe's runs have a price, else
+in tokens, as the gate's cost rule compares them).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lousho.improve.harness import Harness, HarnessWriteRefused
+from lousho.improve.pricing import PerPass, Unit, cost_unit, in_unit
 
 
 @dataclass(frozen=True)
@@ -24,14 +26,14 @@ class Probed:
     passes: int
     gains: int  # training cases it passed more runs of than the current harness
     losses: int  # training cases it passed fewer runs of
-    tokens_per_pass: float  # inf when it passed nothing
+    per_pass: PerPass  # what a passing run cost in its probe: inf when it passed nothing
 
     @property
     def supported(self) -> bool:
         return self.gains > 0 and self.losses == 0
 
-    def rank(self) -> tuple[int, float]:
-        return (-self.passes, self.tokens_per_pass)
+    def rank(self, unit: Unit) -> tuple[int, float]:
+        return (-self.passes, in_unit(self.per_pass, unit))
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class Composition:
 
 
 def compose(base: Harness, probed: Sequence[Probed]) -> Composition:
-    supported = sorted((p for p in probed if p.supported), key=Probed.rank)
+    unit = cost_unit(p.per_pass for p in probed if p.supported)
+    supported = sorted((p for p in probed if p.supported), key=lambda p: p.rank(unit))
     if not supported:
         return Composition(None, (), (), "no proposal improved a training case without losing one in its probe")
     files = dict(base.files)

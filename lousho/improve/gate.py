@@ -9,13 +9,15 @@ against the unlucky runs that triggered editing. Two gates, chosen by name (``GA
   none gets worse; a held-out case that drops is rerun 3 more times on both sides and rejects at a
   pooled drop of at least 2 in 6.
 
-Both apply the cost rule: tokens per passing run may rise at most 50% on the cases that pass under
-both. Every decision carries the error rates of the rules it applied, each with its model: the
-per-case base rates it assumed and the number of candidates tried.
+Both apply the cost rule: the cost of a passing run may rise at most 50% on the cases that pass under
+both, in dollars when every one of their runs has a price (``pricing``), else in tokens (the seeds'
+unit); the decision says which. Every decision carries the error rates of the rules it applied, each
+with its model: the per-case base rates it assumed and the number of candidates tried.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,6 +30,7 @@ from lousho.analysis.gates import DEFAULT_RULES, CaseTokens, CostCheck, GateRule
 from lousho.analysis.paired import DEFAULT_PAIRED, PairedRules
 from lousho.analysis.paired_operating import case_rates
 from lousho.improve.harness import Harness
+from lousho.improve.pricing import runs_usd
 from lousho.improve.records import Case, RunRecord
 
 # Repeat numbers per phase, so that no two phases share a run of one harness on one case.
@@ -188,17 +191,13 @@ class Gate:
                                    f"{self.rules.held_out_min_drop})", rows, rates=rates)
 
         base_all, cand_all = {**base_train, **base_ho}, {**cand_train, **cand_ho}
-        order = [c.id for c in (*self.training, *self.held_out)]
-        cost = gates.cost_check([_tokens(base_all[i]) for i in order], [_tokens(cand_all[i]) for i in order],
-                                self.rules)
-        rates.append(cost_rate(base_all, self.rules))
+        cost = check_cost(base_all, cand_all, self.rules)
+        rates.append(cost_rate(base_all, self.rules, cost.unit))
         if not cost.passed:
-            rise = f"{(cost.ratio or 0) - 1:+.0%}"
-            return decision(False, f"tokens per passing run rose {rise} on the cases that pass under both "
-                                   f"(the limit is {self.rules.max_token_rise:+.0%})", rows, cost, rates)
+            return decision(False, cost_reason(cost, self.rules), rows, cost, rates)
         helped = [r.label for r in rows if r.verdict == "helped"]
         return decision(True, "passed: " + ", ".join(helped) + f" passed at least {self.rules.min_gain} more runs "
-                              f"in {self.rules.runs}; no case got worse; cost within the limit", rows, cost, rates)
+                              f"in {self.rules.runs}; no case got worse; {cost_within(cost)}", rows, cost, rates)
 
     def _row(self, case: Case, base: list[RunRecord], candidate: list[RunRecord]) -> CaseRow:
         b, c = _passes(base), _passes(candidate)
@@ -256,12 +255,42 @@ def _case_rates(runs: Mapping[str, list[RunRecord]]) -> list[float]:
     return case_rates([_passes(v) for v in runs.values()], [max(len(v), 1) for v in runs.values()]) or [0.5]
 
 
-def cost_rate(base: Mapping[str, list[RunRecord]], rules: GateRules) -> ErrorRate:
+def check_cost(base: Mapping[str, list[RunRecord]], candidate: Mapping[str, list[RunRecord]],
+               rules: GateRules) -> CostCheck:
+    """The cost rule over the cases both sides ran (in the base's order), both sides priced at one instant."""
+    at_ns = time.time_ns()
+    order = list(base)
+    return gates.cost_check([_tokens(base[i], at_ns) for i in order], [_tokens(candidate[i], at_ns) for i in order],
+                            rules)
+
+
+def cost_reason(cost: CostCheck, rules: GateRules) -> str:
+    """Why the cost rule failed, in its unit, with the other unit's figure when known."""
+    limit = f"the limit is {rules.max_token_rise:+.0%}"
+    what = "dollars" if cost.unit == "usd" else "tokens"
+    other = ""
+    if cost.unit == "usd" and cost.tokens_ratio is not None:
+        other = f"; tokens per passing run changed {cost.tokens_ratio - 1:+.0%}"
+    elif cost.unit == "tokens":
+        other = "; not every run has a price, so tokens are compared"
+    return (f"{what} per passing run rose {(cost.ratio or 0) - 1:+.0%} on the cases that pass under both "
+            f"({limit}{other})")
+
+
+def cost_within(cost: CostCheck) -> str:
+    return f"cost within the limit ({'dollars' if cost.unit == 'usd' else 'tokens'} per passing run)"
+
+
+def cost_rate(base: Mapping[str, list[RunRecord]], rules: GateRules, unit: str = "tokens") -> ErrorRate:
+    """P(the cost rule fails an edit that changes no cost). The rule is a ratio, so one simulation serves
+    both units: the cost of a run (its tokens, or its dollars) lognormal with CV 0.5."""
     p = _rate(base)
+    what = "dollars" if unit == "usd" else "tokens"
     sim = oc.cost_fail_rate(p, p, 0.5, rules, runs=rules.runs, cases=max(len(base), 1), replicates=20_000)
-    return ErrorRate("cost", "P(fail) for an edit that changes no cost (token CV 0.5 assumed)", sim.rate,
+    return ErrorRate("cost", f"P(fail) for an edit that changes no cost ({what} per passing run; cost CV 0.5 "
+                             "assumed)", sim.rate,
                      f"{len(base)} cases at p={p:.2f}", f"simulated, 20,000 replicates, s.e. {sim.se:.3f}",
-                     f"independent runs; one pooled pass rate {p:.2f}; tokens lognormal, CV 0.5, "
+                     f"independent runs; one pooled pass rate {p:.2f}; {what} per run lognormal, CV 0.5, "
                      f"{rules.runs} runs a side per case")
 
 
@@ -277,8 +306,8 @@ def _passes(records: Sequence[RunRecord]) -> int:
     return sum(r.passed for r in records)
 
 
-def _tokens(records: Sequence[RunRecord]) -> CaseTokens:
-    return CaseTokens(len(records), _passes(records), float(sum(r.tokens for r in records)))
+def _tokens(records: Sequence[RunRecord], at_ns: int) -> CaseTokens:
+    return CaseTokens(len(records), _passes(records), float(sum(r.tokens for r in records)), runs_usd(records, at_ns))
 
 
 def _count(runs: Mapping[str, list[RunRecord]]) -> int:

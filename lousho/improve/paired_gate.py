@@ -4,7 +4,8 @@ Stage 1 runs each training case 3 times on each side (the gate's repeats); stage
 neither accepts nor rejects, 3 more (the rerun repeats), and tests the 6 against 6. The base's runs are
 made once per step and shared by every candidate, as in the seeds' gate. Held-out cases are run only
 for a candidate the training test accepted, and reject it on the harm-direction test. The cost rule is
-the seeds': tokens per passing run, over every run the candidate and the base made on the same cases.
+the seeds' (+50% at most per passing run, over every run the candidate and the base made on the same
+cases), in dollars when every compared run has a price, else in tokens (``gate.check_cost``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from lousho.improve.gate import (
     CaseRow,
     ErrorRate,
     GateDecision,
-    _tokens,
     _unscorable,
+    check_cost,
     cost_rate,
+    cost_reason,
+    cost_within,
     rate_model,
 )
 from lousho.improve.harness import Harness
@@ -106,15 +109,12 @@ def decide_paired(gate: Gate, name: str, candidate: Harness, flags: Sequence[str
         base_all.update(base_ho)
         cand_all.update(cand_ho)
 
-    order = list(base_all)
-    cost = gates.cost_check([_tokens(base_all[i]) for i in order], [_tokens(cand_all[i]) for i in order], gate.rules)
-    rates.append(cost_rate(base1, gate.rules))
+    cost = check_cost(base_all, cand_all, gate.rules)
+    rates.append(cost_rate(base1, gate.rules, cost.unit))
     if not cost.passed:
-        rise = f"{(cost.ratio or 0) - 1:+.0%}"
-        return decision(False, f"tokens per passing run rose {rise} on the cases that pass under both (the limit "
-                               f"is {gate.rules.max_token_rise:+.0%})", rows, rates, cost)
-    return decision(True, f"passed the paired test at {passed_at}; held-out cases not worse; cost within the "
-                          "limit", rows, rates, cost)
+        return decision(False, cost_reason(cost, gate.rules), rows, rates, cost)
+    return decision(True, f"passed the paired test at {passed_at}; held-out cases not worse; {cost_within(cost)}",
+                    rows, rates, cost)
 
 
 def training_rates(base: Mapping[str, list[RunRecord]], rules: paired.PairedRules, candidates: int) -> list[ErrorRate]:

@@ -46,7 +46,9 @@ class ProbeResult:
     """What a check module's ``probe()`` may return instead of a RunRecord: lousho judges ``output``
     with ``check()`` and records the run under ``harness_dir``'s revision. ``finish_reason`` other
     than ``stop``/``max-steps`` is a failed run; ``error`` with no ``output`` says why it could not
-    be scored (the model was unreachable)."""
+    be scored (the model was unreachable). ``input_tokens`` and ``output_tokens`` (which sum to ``tokens``,
+    input including ``cache_read_tokens``) and ``model`` let the gate price the run in dollars; without them
+    its cost rule counts tokens."""
 
     output: str | None
     tokens: int = 0
@@ -54,6 +56,16 @@ class ProbeResult:
     messages: Sequence[dict[str, Any]] = ()
     finish_reason: str = "stop"
     error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    model: str | None = None
+
+    def spend(self) -> dict[str, Any]:
+        # A probe that gives the split may leave the total out: it is their sum.
+        tokens = self.tokens or self.input_tokens + self.output_tokens
+        return {"tokens": tokens, "requests": self.requests, "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens, "cache_read_tokens": self.cache_read_tokens, "model": self.model}
 
 
 @dataclass(frozen=True)
@@ -87,12 +99,10 @@ class UserProbe:
             raise CheckRaised(f"probe returned {type(result).__name__} on case {case.id}; expected a ProbeResult, "
                               "a RunRecord or the output text")
         if result.output is None and result.error:
-            return RunRecord(case.id, revision, repeat, "cannot-score", tokens=result.tokens,
-                             requests=result.requests, finish_reason="error", error=result.error,
-                             messages=tuple(result.messages))
+            return RunRecord(case.id, revision, repeat, "cannot-score", finish_reason="error", error=result.error,
+                             messages=tuple(result.messages), **result.spend())
         return record_of(case, revision, repeat, self.check, result.output, result.finish_reason,
-                         tokens=result.tokens, requests=result.requests, messages=result.messages,
-                         error=result.error)
+                         messages=result.messages, error=result.error, **result.spend())
 
 
 def create_shadow_hook(read_only: Sequence[str] = ()) -> Hook:
@@ -128,16 +138,26 @@ class _Counting:
     """A model client that counts its requests and tokens (one per run, so no lock is needed)."""
 
     inner: ModelClient
+    model: str | None = None  # the model every call asks for: the run's price is this model's
     requests: int = 0
-    tokens: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
 
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool] | None = None, *,
                  temperature: float | None = None, seed: int | None = None,
                  max_tokens: int | None = None) -> ChatResult:
         self.requests += 1
         result = self.inner.complete(messages, tools, temperature=temperature, seed=seed, max_tokens=max_tokens)
-        self.tokens += result.usage.total_tokens
+        self.input_tokens += result.usage.input_tokens
+        self.output_tokens += result.usage.output_tokens
+        self.cache_read_tokens += result.usage.cache_read_tokens
         return result
+
+    def spend(self) -> dict[str, Any]:
+        return {"tokens": self.input_tokens + self.output_tokens, "requests": self.requests,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens, "model": self.model}
 
 
 @dataclass
@@ -169,7 +189,7 @@ class AgentProbe:
         hooks: tuple[Hook, ...] = directory.hooks
         if self.read_only is not None:
             hooks = (*hooks, create_shadow_hook(self.read_only))
-        client = _Counting(self.client_factory() if self.client_factory else self._model_client)
+        client = _Counting(self.client_factory() if self.client_factory else self._model_client, self.model.model)
         with tempfile.TemporaryDirectory(prefix="lousho-probe-", dir=self.work_dir) as tmp:
             store = open_store(f"sqlite:///{Path(tmp) / 'runs.db'}")
             try:
@@ -178,27 +198,30 @@ class AgentProbe:
                 try:
                     result = agent.send(case.input, run_id=run_id, options=RunOptions(case_id=case.id, probe=True))
                 except ProviderError as e:
-                    return RunRecord(case.id, directory.revision, repeat, "cannot-score", tokens=client.tokens,
-                                     requests=client.requests, finish_reason="error", error=f"{e.code}: {e.message}")
+                    return RunRecord(case.id, directory.revision, repeat, "cannot-score", finish_reason="error",
+                                     error=f"{e.code}: {e.message}", **client.spend())
             finally:
                 store.close()
         return record_of(case, directory.revision, repeat, self.check, result.output, result.finish_reason,
-                         tokens=client.tokens, requests=client.requests, messages=result.messages,
-                         error=(result.error or {}).get("message") if result.error else None)
+                         messages=result.messages, error=(result.error or {}).get("message") if result.error else None,
+                         **client.spend())
 
 
 def record_of(case: Case, revision: str, repeat: int, check: Check, output: str | None, finish_reason: str, *,
               tokens: int, requests: int, messages: Sequence[dict[str, Any]] = (),
-              error: str | None = None) -> RunRecord:
+              error: str | None = None, input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
+              model: str | None = None) -> RunRecord:
     """Judge a finished run. A run a hook stopped failed; one waiting for a person cannot be scored."""
+    spend = {"input_tokens": input_tokens, "output_tokens": output_tokens, "cache_read_tokens": cache_read_tokens,
+             "model": model}
     if finish_reason == "awaiting-approval":
         return RunRecord(case.id, revision, repeat, "cannot-score", output=output, tokens=tokens, requests=requests,
                          finish_reason=finish_reason, error="the run waits for a person's approval",
-                         messages=tuple(messages))
+                         messages=tuple(messages), **spend)
     if finish_reason in ("stop", "max-steps"):
         verdict = judge(check, case, output)
     else:
         verdict = Verdict("fail", explanation=error or f"the run ended {finish_reason}")
     return RunRecord(case.id, revision, repeat, verdict.status, output=output, failed_check=verdict.failed_check,
                      explanation=verdict.explanation, tokens=tokens, requests=requests, finish_reason=finish_reason,
-                     error=error, messages=tuple(messages))
+                     error=error, messages=tuple(messages), **spend)

@@ -51,9 +51,11 @@ def save(paths: Paths, step: ImproveResult, base: Harness, target: Harness, cycl
         "revision": target.revision, "diff": step.diff, "card": format_improve_result(step),
         "flags": list(step.flags), "created_at": iso(now_utc()), "cited": cited, "helped": list(step.helped),
         "training": [{"id": c.id, "input": c.input} for c in step.training],
-        # The gate's decisions with their tests and error rates, each rate with the model it assumes.
+        # The gate's decisions with their tests and error rates, each rate with the model it assumes, and the
+        # cost rule's figures with the unit it compared (usd, or tokens when not every run has a price).
         "gate": [{"candidate": d.subject, "outcome": d.outcome, "gate": d.evidence.get("gate"),
-                  "stages": d.evidence.get("stages", []), "error_rates": d.evidence.get("error_rates", [])}
+                  "stages": d.evidence.get("stages", []), "error_rates": d.evidence.get("error_rates", []),
+                  "cost": d.evidence.get("cost")}
                  for d in step.decisions if d.kind == "gate"],
     })
     return proposal_id

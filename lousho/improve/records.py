@@ -62,6 +62,11 @@ class RunRecord:
 
     ``messages`` is the transcript after the system prompt (user, assistant, tool messages in the
     OpenAI shape). ``cached`` marks a record replayed from the cache: old evidence, not a new run.
+
+    ``tokens`` is every token the run's model calls used; ``input_tokens`` and ``output_tokens`` split it
+    (input includes ``cache_read_tokens``), and ``model`` names the model the run called, so the gate can
+    price the run (``lousho.improve.pricing``). A record written before they were kept, or by a probe that
+    reports only a total, has zeros and no model: it has no price, and the cost rule counts tokens.
     """
 
     case_id: str
@@ -77,6 +82,10 @@ class RunRecord:
     error: str | None = None
     messages: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     cached: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    model: str | None = None
 
     @property
     def passed(self) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from lousho.improve.gate import SEARCH_REPEATS, Gate, GateDecision
 from lousho.improve.harness import Harness, diff, is_reference_agent, read_harness
 from lousho.improve.harness import agent_name as default_agent_name
 from lousho.improve.options import StepOptions
+from lousho.improve.pricing import PerPass, cost_unit, in_unit, per_pass
 from lousho.improve.probe import AgentProbe, UserProbe
 from lousho.improve.records import Case, Recovery, RunRecord
 from lousho.improve.result import Cost, Decision, ImproveResult
@@ -52,7 +54,8 @@ Progress = Callable[[str], None]
 class Candidate:
     name: str
     harness: Harness
-    tokens_per_pass: float = float("inf")
+    # What a passing run cost in its probe; the fallbacks and the selector's fallback go cheapest first.
+    per_pass: PerPass = PerPass(float("inf"), None)
 
 
 def improve_agent(
@@ -246,16 +249,17 @@ class _Step:
                                          else "the edits changed nothing")
             return []
         composed = next((p for p in probed if p.harness.revision == composition.harness.revision), None)
-        cost = composed.tokens_per_pass if composed else float("inf")
+        cost = composed.per_pass if composed else PerPass(float("inf"), None)
         candidates = [Candidate("composed", composition.harness, cost)]
-        # Fallbacks: each editor's own harness that improved a case, cheapest first.
-        fallbacks = sorted((p for p in probed if p.gains > 0 and p.harness.revision != composition.harness.revision),
-                           key=lambda p: (p.tokens_per_pass, len(diff(self.base, p.harness)), p.name))
+        # Fallbacks: each editor's own harness that improved a case, cheapest first (in dollars when all are priced).
+        others = [p for p in probed if p.gains > 0 and p.harness.revision != composition.harness.revision]
+        unit = cost_unit(p.per_pass for p in others)
+        fallbacks = sorted(others, key=lambda p: (in_unit(p.per_pass, unit), len(diff(self.base, p.harness)), p.name))
         seen = {composition.harness.revision}
         for p in fallbacks:
             if p.harness.revision not in seen:
                 seen.add(p.harness.revision)
-                candidates.append(Candidate(p.name, p.harness, p.tokens_per_pass))
+                candidates.append(Candidate(p.name, p.harness, p.per_pass))
         return candidates
 
     def _seq_rounds(self, editor: ModelClient, base_runs: dict[str, list[RunRecord]]) -> list[Candidate]:
@@ -277,8 +281,7 @@ class _Step:
             checkpoint = composition.harness
             runs = self.runner.run_many(checkpoint, self.training, SEARCH_REPEATS)
             passes = sum(_passes(v) for v in runs.values())
-            checkpoints.append(Candidate(f"checkpoint {round_no}", checkpoint,
-                                         _tokens_per_pass(runs)))
+            checkpoints.append(Candidate(f"checkpoint {round_no}", checkpoint, per_pass(runs, time.time_ns())))
             self._note("checkpoint", f"round {round_no}", "made", f"{passes} of {_count(runs)} training runs pass",
                        {"revision": checkpoint.revision})
             if all(r.passed for rs in runs.values() for r in rs):
@@ -314,7 +317,7 @@ class _Step:
             gains = sum(_passes(runs[c.id]) > _passes(base_runs[c.id]) for c in self.training)
             losses = sum(_passes(runs[c.id]) < _passes(base_runs[c.id]) for c in self.training)
             probed = Probed(p.editor, p.harness, sum(_passes(v) for v in runs.values()), gains, losses,
-                            _tokens_per_pass(runs))
+                            per_pass(runs, time.time_ns()))
             self._note("probe", p.editor, "supported" if probed.supported else "not supported",
                        f"training cases gained: {gains}, lost: {losses}",
                        {self.labels[k]: f"{_passes(base_runs[k])}->{_passes(v)} of {len(v)}" for k, v in runs.items()})
@@ -359,7 +362,8 @@ class _Step:
         chosen, decision = passed[0]
         if self.options.select and len(passed) > 1:
             choice = select_harness(editor, self.base, [c.harness for c, _ in passed])
-            cheapest = min(range(len(passed)), key=lambda i: (passed[i][0].tokens_per_pass, i))
+            unit = cost_unit(c.per_pass for c, _ in passed)
+            cheapest = min(range(len(passed)), key=lambda i: (in_unit(passed[i][0].per_pass, unit), i))
             index = choice.index if choice.index is not None else cheapest
             chosen, decision = passed[index]
             self._note("select", chosen.name, "chosen" if choice.index is not None else "fallback: cheapest",
@@ -420,12 +424,6 @@ def _passes(records: Sequence[RunRecord]) -> int:
 
 def _count(runs: Mapping[str, list[RunRecord]]) -> int:
     return sum(len(v) for v in runs.values())
-
-
-def _tokens_per_pass(runs: Mapping[str, list[RunRecord]]) -> float:
-    passes = sum(_passes(v) for v in runs.values())
-    tokens = sum(r.tokens for v in runs.values() for r in v)
-    return tokens / passes if passes else float("inf")
 
 
 def _shuffle_names(failed: list[tuple[str, RunRecord]]) -> list[tuple[str, RunRecord]]:

@@ -68,7 +68,8 @@ def completion(answer: Answer, body: dict[str, Any], count: int) -> dict[str, An
         "model": body.get("model") or "scripted",
         "choices": [{"index": 0, "message": message_of(answer), "finish_reason": answer.finish_reason,
                      "logprobs": None}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output},
+        "usage": {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output,
+                  "prompt_tokens_details": {"cached_tokens": min(answer.cache_read, prompt)}},
     }
 
 

@@ -161,7 +161,8 @@ def response_object(answer: Answer, body: dict[str, Any], rid: str, created: int
         "tools": body.get("tools") or [], "top_p": body.get("top_p", 1.0),
         "truncation": body.get("truncation") or "disabled", "user": body.get("user"),
         "metadata": body.get("metadata") or {},
-        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": completion,
+        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": min(answer.cache_read, prompt)},
+                  "output_tokens": completion,
                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + completion},
     }
 

@@ -57,10 +57,15 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens of one call. Zero when the provider did not report usage (``raw`` shows which)."""
+    """Tokens of one call. Zero when the provider did not report usage (``raw`` shows which).
+
+    ``cache_read_tokens`` are the input tokens served from the provider's prompt cache (OpenAI's
+    ``prompt_tokens_details.cached_tokens``): part of ``input_tokens``, priced lower by most providers.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -90,7 +95,8 @@ class ChatResult:
             "content": self.content,
             "tool_calls": [call.to_dict() for call in self.tool_calls],
             "finish_reason": self.finish_reason,
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
+                      "cache_read_tokens": self.usage.cache_read_tokens},
             "model": self.model,
             "raw": self.raw,
         }
@@ -102,7 +108,9 @@ class ChatResult:
             content=data.get("content"),
             tool_calls=[ToolCall.from_dict(call) for call in data.get("tool_calls") or []],
             finish_reason=data.get("finish_reason"),
-            usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))),
+            # A result recorded before cache reads were kept has none: 0.
+            usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)),
+                        int(usage.get("cache_read_tokens", 0))),
             model=data.get("model"),
             raw=dict(data.get("raw") or {}),
         )
@@ -130,7 +138,7 @@ class ChatResult:
             content=content_text(message.get("content")),
             tool_calls=calls,
             finish_reason=choices[0].get("finish_reason"),
-            usage=Usage(_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))),
+            usage=_usage(usage),
             model=doc.get("model"),
             raw=doc,
         )
@@ -143,6 +151,14 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return str(content)
+
+
+def _usage(usage: Mapping[str, Any]) -> Usage:
+    prompt = _int(usage.get("prompt_tokens"))
+    details = usage.get("prompt_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    # Cached tokens are part of the prompt's: more than the prompt is a server's error, kept within it.
+    return Usage(prompt, _int(usage.get("completion_tokens")), min(cached, prompt))
 
 
 def _int(value: Any) -> int:

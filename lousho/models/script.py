@@ -67,6 +67,7 @@ class Answer:
     tool_calls: list[dict[str, str]]  # {"id", "name", "arguments": the JSON text}
     finish_reason: str
     usage: tuple[int, int] | None = None  # (input, output) when the script sets it
+    cache_read: int = 0  # of the input, read from the prompt cache (the script's usage "cache_read_tokens")
 
     def to_dict(self) -> dict[str, Any]:
         return {"content": self.content, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason}
@@ -150,7 +151,8 @@ def normalise(reply: Any, request: ScriptRequest) -> Answer | Fault:
         calls.append({"id": str(call.get("id") or f"call_{start + i + 1}"), "name": call["name"], "arguments": raw})
     usage = reply.get("usage")
     return Answer(content, calls, str(reply.get("finish_reason") or ("tool_calls" if calls else "stop")),
-                  None if usage is None else (int(usage["input_tokens"]), int(usage["output_tokens"])))
+                  None if usage is None else (int(usage["input_tokens"]), int(usage["output_tokens"])),
+                  0 if usage is None else int(usage.get("cache_read_tokens", 0)))
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,26 @@ def test_cost_rule_compares_tokens_per_passing_run_on_cases_passing_on_both_side
     assert not cost_check(base, dearer).passed
 
 
+def test_cost_rule_compares_dollars_when_every_compared_case_has_a_price() -> None:
+    # Fewer tokens, more dollars: priced, the rule fails in usd and keeps the tokens' figure beside it.
+    base = [CaseTokens(3, 3, 3030.0, 0.000468), CaseTokens(3, 0, 900.0, None)]
+    candidate = [CaseTokens(3, 3, 1800.0, 0.000788), CaseTokens(3, 3, 10.0, None)]
+    check = cost_check(base, candidate)
+    assert (check.unit, check.passed, check.cases_compared) == ("usd", False, 1)  # case 2 is not compared
+    assert check.ratio == check.usd_ratio == pytest.approx(0.000788 / 0.000468)
+    assert check.tokens_ratio == pytest.approx(1800 / 3030)
+    assert (check.base_usd_per_pass, check.candidate_usd_per_pass) == pytest.approx((0.000156, 0.000788 / 3))
+    assert (check.base_tokens_per_pass, check.candidate_tokens_per_pass) == (1010.0, 600.0)
+    # One compared case without a price on one side: tokens, never a mix of units, and it passes.
+    unpriced = [CaseTokens(3, 3, 1800.0, None), CaseTokens(3, 3, 10.0, None)]
+    check = cost_check(base, unpriced)
+    assert (check.unit, check.passed, check.usd_ratio, check.base_usd_per_pass) == ("tokens", True, None, None)
+    assert check.ratio == check.tokens_ratio == pytest.approx(1800 / 3030)
+    # A model priced at nothing on both sides: a ratio of dollars is undefined, so tokens are compared.
+    free = cost_check([CaseTokens(3, 3, 300.0, 0.0)], [CaseTokens(3, 3, 600.0, 0.0)])
+    assert (free.unit, free.passed, free.ratio) == ("tokens", False, 2.0)
+
+
 def test_cost_rule_passes_with_nothing_to_compare() -> None:
     check = cost_check([CaseTokens(3, 0, 100.0)], [CaseTokens(3, 3, 999.0)])
     assert check.passed and check.ratio is None and check.cases_compared == 0
@@ -102,6 +122,7 @@ def test_paired_sign_gate_accepts_five_unanimous_cases_and_not_four() -> None:
         lambda: training_gate([]),
         lambda: paired_sign_gate([1, 2], [1]),
         lambda: cost_check([CaseTokens(3, 4, 1.0)], [CaseTokens(3, 3, 1.0)]),
+        lambda: cost_check([CaseTokens(3, 3, 1.0, -0.1)], [CaseTokens(3, 3, 1.0, 0.1)]),
     ],
 )
 def test_bad_gate_inputs_are_usage_errors(make: Callable[[], object]) -> None:

@@ -101,8 +101,10 @@ def test_the_agent_reads_rules_by_sentence_and_ignores_negated_ones() -> None:
 def test_every_bar_met_is_go() -> None:
     text, final = report(full_run())
     assert "gate that ran: not recorded" in text
-    named = [dict(r, gates=["seed"]) if r["kind"] == "attempt" else r for r in full_run()]
+    assert "cost rule unit: not recorded" in text
+    named = [dict(r, gates=["seed"], cost_units=["tokens"]) if r["kind"] == "attempt" else r for r in full_run()]
     assert "gate that ran: seed (" in report(named)[0]
+    assert "cost rule unit: tokens (" in report(named)[0]
     assert final == "GO" and text.rstrip().splitlines()[-1] == "verdict: GO"
     assert all(b.status == "met" for b in bars(full_run()))
 
@@ -296,3 +298,5 @@ def test_a_reduced_run_meets_every_scenarios_must_happen(tmp_path: Path) -> None
     assert final == "INCOMPLETE" and "too few" in text  # one attempt each is not the bars' count
     assert "gate that ran: paired (" in text, "the report names the gate the proposals' decisions ran"
     assert attempts["true-fix"]["gates"] == ["paired"]
+    # The scripted model has no price: the proposals' cost rule compared tokens, and the report says so.
+    assert attempts["true-fix"]["cost_units"] == ["tokens"] and "cost rule unit: tokens (" in text

@@ -108,6 +108,20 @@ def test_tool_calls_and_usage_round_trip_through_http_and_json(server: ScriptedM
     assert server.requests[-1]["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"order_id": "A-1"}'
 
 
+def test_cache_read_tokens_reach_the_result_and_round_trip() -> None:
+    # The script reports a usage with 700 of 1,000 input tokens read from the cache, as OpenAI's
+    # prompt_tokens_details.cached_tokens says it; an older recorded result without the field loads with 0.
+    reply = {"content": "hi", "usage": {"input_tokens": 1000, "output_tokens": 20, "cache_read_tokens": 700}}
+    with ScriptedModelServer(lambda request: reply) as server:
+        result = ChatClient(server.url, "m", timeout=5).complete(user("hello"))
+    assert result.raw["usage"]["prompt_tokens_details"] == {"cached_tokens": 700}
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cache_read_tokens) == (1000, 20, 700)
+    assert ChatResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    old = result.to_dict()
+    del old["usage"]["cache_read_tokens"]
+    assert ChatResult.from_dict(old).usage.cache_read_tokens == 0
+
+
 def test_arguments_that_are_not_json_keep_the_raw_text_and_a_flag(client: ChatClient) -> None:
     (call,) = client.complete(user("bad arguments")).tool_calls
     assert (call.name, call.arguments, call.raw_arguments, call.arguments_valid) == (

@@ -31,14 +31,18 @@ class BenchProbe:
             self.on_run(case, repeat)
         revision = harness_revision(Path(harness_dir))
         out = self.runner.run(Path(harness_dir), case.input, case_id=case.id, probe=True)
+        # What the run spent, split so the gate can price it in dollars when its model has a price.
+        spend = {"tokens": out.tokens, "requests": out.requests, "input_tokens": out.usage.input_tokens,
+                 "output_tokens": out.usage.output_tokens, "cache_read_tokens": out.usage.cache_read_tokens,
+                 "model": self.runner.model_name}
         if out.result is None:
-            return RunRecord(case.id, revision, repeat, "cannot-score", tokens=out.tokens, requests=out.requests,
-                             finish_reason="error", error=out.error)
+            return RunRecord(case.id, revision, repeat, "cannot-score", finish_reason="error", error=out.error,
+                             **spend)
         result, verdict = out.result, out.verdict
         return RunRecord(case.id, revision, repeat, verdict.status, output=result.output,
-                         failed_check=verdict.failed_check, explanation=verdict.explanation, tokens=out.tokens,
-                         requests=out.requests, finish_reason=result.finish_reason,
-                         error=(result.error or {}).get("message"), messages=result.messages)
+                         failed_check=verdict.failed_check, explanation=verdict.explanation,
+                         finish_reason=result.finish_reason, error=(result.error or {}).get("message"),
+                         messages=result.messages, **spend)
 
 
 def check_module(cases: Sequence[Case], probe: BenchProbe, name: str) -> CheckModule:

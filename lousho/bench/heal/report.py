@@ -20,7 +20,7 @@ def report(rows: Sequence[dict[str, Any]], source: str = "") -> tuple[str, str]:
         table.append((bar.name + (" (planted harm)" if bar.planted_harm else ""), _models(rows, bar), bar.need,
                       bar.counts, bar.status))
     lines += _table(table)
-    lines += ["", f"gate that ran: {_gates(rows)}"]
+    lines += ["", f"gate that ran: {_gates(rows)}", f"cost rule unit: {_cost_units(rows)}"]
     lines += ["", "must happen"] + [f"  {b.name}: {b.what}" for b in all_bars if b.what]
     lines += ["", "layout check (pass^3 over 22 cases, mean tokens per run)"]
     arms = of_kind(rows, "layout")
@@ -63,6 +63,16 @@ def _gates(rows: Sequence[dict[str, Any]]) -> str:
         return "not recorded (no proposal in these rows names its gate)"
     counts = {g: sum(g in r.get("gates", []) for r in attempts) for g in seen}
     return ", ".join(f"{g} ({n} attempts)" for g, n in counts.items())
+
+
+def _cost_units(rows: Sequence[dict[str, Any]]) -> str:
+    """The units the proposals' cost rules compared: usd where every run had a price, else tokens."""
+    attempts = of_kind(rows, "attempt")
+    seen = sorted({u for r in attempts for u in r.get("cost_units", [])})
+    if not seen:
+        return "not recorded (no proposal in these rows records its cost rule)"
+    counts = {u: sum(u in r.get("cost_units", []) for r in attempts) for u in seen}
+    return ", ".join(f"{'dollars' if u == 'usd' else 'tokens'} ({n} attempts)" for u, n in counts.items())
 
 
 def _models(rows: Sequence[dict[str, Any]], bar: Bar) -> str:

@@ -23,7 +23,7 @@ from lousho.bench.heal.project import Scorer, run_copy
 from lousho.bench.heal.tasks import task_of
 from lousho.models.errors import ProviderError
 from lousho.models.protocol import Message, ModelClient, Tool
-from lousho.models.result import ChatResult
+from lousho.models.result import ChatResult, Usage
 from lousho.recover.store import RunStore
 
 
@@ -34,16 +34,28 @@ class Meter:
     requests: int = 0
     tokens: int = 0
     agent_runs: int = 0
+    # The split of ``tokens`` a run's record keeps, so the gate can price it (input includes cache reads).
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, *, requests: int = 0, tokens: int = 0, agent_runs: int = 0) -> None:
+    def add(self, *, requests: int = 0, tokens: int = 0, agent_runs: int = 0, usage: Usage | None = None) -> None:
         with self._lock:
             self.requests += requests
             self.tokens += tokens
             self.agent_runs += agent_runs
+            if usage is not None:
+                self.input_tokens += usage.input_tokens
+                self.output_tokens += usage.output_tokens
+                self.cache_read_tokens += usage.cache_read_tokens
 
     def to_dict(self) -> dict[str, int]:
         return {"requests": self.requests, "tokens": self.tokens, "agent_runs": self.agent_runs}
+
+    def usage(self) -> Usage:
+        with self._lock:
+            return Usage(self.input_tokens, self.output_tokens, self.cache_read_tokens)
 
 
 @dataclass
@@ -64,7 +76,7 @@ class Metered:
         self.sent.extend(str(m.get("content") or "") for m in messages)
         result = self.inner.complete(messages, tools, temperature=temperature, seed=seed, max_tokens=max_tokens)
         for meter in self.meters:
-            meter.add(requests=1, tokens=result.usage.total_tokens)
+            meter.add(requests=1, tokens=result.usage.total_tokens, usage=result.usage)
         return result
 
 
@@ -78,6 +90,7 @@ class Outcome:
     requests: int
     tokens: int
     error: str | None = None
+    usage: Usage = field(default_factory=Usage)  # the run's calls summed: its tokens split for its price
 
 
 @dataclass
@@ -139,8 +152,8 @@ class Runner:
                            else Verdict("fail", explanation=f"the run ended {result.finish_reason}"))
         except ProviderError as e:
             return Outcome(run_id, None, Verdict("cannot-score", explanation=e.message), own.requests, own.tokens,
-                           f"{e.code}: {e.message}")
+                           f"{e.code}: {e.message}", own.usage())
         finally:
             self.meter.add(agent_runs=1)
             shutil.rmtree(copy, ignore_errors=True)
-        return Outcome(run_id, result, verdict, own.requests, own.tokens)
+        return Outcome(run_id, result, verdict, own.requests, own.tokens, usage=own.usage())

@@ -10,6 +10,23 @@ import pytest
 
 from lousho.observe.client.process import DaemonProcess, start_daemon
 
+
+def _hypothesis_draws_no_constants_of_loaded_modules() -> None:
+    """Derandomized property tests must draw the same examples whatever ran before them in the process.
+
+    Hypothesis mixes into its draws constants read from the source of every non-site-packages module in
+    ``sys.modules`` when a test first draws, and caches them for the process: under ``pytest -n`` a test
+    file's examples (and the coverage its test asserts) then depended on which files its worker ran first.
+    No local constants: the draws depend on the test alone (its fixed seed), as ``derandomize`` intends.
+    """
+    from hypothesis.internal.conjecture import providers
+
+    if hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants"):
+        providers._get_local_constants = lambda: providers.Constants()
+
+
+_hypothesis_draws_no_constants_of_loaded_modules()
+
 # No autouse random.seed here: the OTel SDK draws trace and span ids from the global `random`, so
 # reseeding it per test makes each test send the previous test's ids, which the daemon rightly
 # stores once. Tests that need reproducible randomness use their own random.Random(seed).

@@ -67,6 +67,9 @@ def test_slow_writer_makes_exporters_retry_and_no_span_is_lost(tmp_path, protoco
             for i in range(300):
                 with tracer.start_as_current_span(f"chat {i}", attributes={"gen_ai.operation.name": "chat"}):
                     pass
+            # Wait for every export however slow the machine: shutdown alone gives up after 30 s and drops
+            # what is still queued, a loss of the SDK's, not the daemon's.
+            assert provider.force_flush(timeout_millis=150_000)
             provider.shutdown()
 
         workers = [threading.Thread(target=work, args=(w,)) for w in range(4)]

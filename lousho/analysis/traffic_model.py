@@ -88,13 +88,13 @@ class Streams:
 
 
 def streams(scenario: Scenario, reps: int, *, concurrent: bool, holdback: float = 0.2,
-            seed: int | None = 0) -> Streams:
-    """``reps`` streams of ``scenario``. ``concurrent``: every run is after the apply and a ``holdback`` share
-    of *sessions* keeps the base revision; otherwise ``BEFORE`` base runs precede the apply and every run after
-    it is the edit's."""
+            seed: int | None = 0, before: int | None = None, after: int | None = None) -> Streams:
+    """``reps`` streams of ``scenario``. ``concurrent``: every run is after the apply (``CONCURRENT_LENGTH`` of
+    them) and a ``holdback`` share of *sessions* keeps the base revision; otherwise ``before`` base runs
+    (``BEFORE``) precede the apply and ``after`` runs (80) after it are the edit's."""
     rng = np.random.default_rng(seed)
-    before = 0 if concurrent else BEFORE
-    length = CONCURRENT_LENGTH if concurrent else before + 80
+    before = 0 if concurrent else (BEFORE if before is None else before)
+    length = CONCURRENT_LENGTH if concurrent else before + (80 if after is None else after)
     index = np.arange(length)
     if scenario.sticky is None:
         start = np.ones((reps, length), dtype=bool)

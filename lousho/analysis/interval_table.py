@@ -91,7 +91,7 @@ with probability sticky).
 
 tests/analysis/test_clustered_monitor.py asserts 0.95 ± 0.01 (plus 3 s.e.) in sessions from 60 to 1,000 runs,
 20,000 revisions a size, through `pass_rates`. Between the sizes above the coverage moves with the lattice of
-failure counts, most below 100 runs; `benchmarks/perf/stats_scenarios.py` prints a dense grid
+failure counts, by up to about 0.015 below 150 runs; `benchmarks/perf/stats_scenarios.py` prints a dense grid
 (docs/performance.md). The interval is conservative when failures are rare and the runs few (a true rate near
 0.93 under about 150 runs). Wilson's interval covers {wilson_low:.2f}–{wilson_high:.2f} in sessions.
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lousho.analysis import gate_operating as oc
-from lousho.analysis import interval_table, paired_tables, trigger_table
+from lousho.analysis import interval_table, paired_tables, scenario_table, trigger_table
 from lousho.analysis._names import RULES
 from lousho.analysis.boundaries import Boundary, make_boundary
 from lousho.analysis.operating import (
@@ -55,6 +55,7 @@ def render() -> str:
         interval_table.section(_table),
         paired_tables.section(_table),
         trigger_table.section(),
+        scenario_table.section(_table),
     ]
     return "\n\n".join(sections) + "\n"
 

@@ -190,17 +190,32 @@ def _concurrent_rows(s: Streams, looks: tuple[int, ...], bounds: tuple[float, ..
         m = np.maximum(ca[rows, at], n)
         reached &= ca[:, -1] >= m
         mb, ma = base & (cb <= n), applied & (ca <= m[:, None])
-        cols, session = _trimmed(s, mb, ma)
-        y = s.y[:, cols]
-        z = clustered_z_rows(y, session, mb[:, cols], ma[:, cols])
-        drop = (y * mb[:, cols]).sum(axis=1) / n - (y * ma[:, cols]).sum(axis=1) / m
+        # The look is judged when both arms have its runs: the later of the base's n-th and the edit's m-th.
+        when = np.maximum(at, np.argmax(ca >= m[:, None], axis=1))
+        z, drop = _concurrent_look(s, mb, ma, when, n, m)
         hit = reached & (z >= bound - 1e-9) & (drop > min_drop + 1e-9)
         final = ~decided & (hit | (reached & (k == len(looks) - 1)))
-        # The look is judged when both arms have its runs: the later of the base's n-th and the edit's m-th.
-        moment = np.where(final, np.maximum(at, np.argmax(ca >= m[:, None], axis=1)), moment)
+        moment = np.where(final, when, moment)
         rolled |= ~decided & hit
         decided |= final
     return rolled, moment
+
+
+def _concurrent_look(s: Streams, mb: NDArray[np.bool_], ma: NDArray[np.bool_], when: NDArray[np.int64], n: int,
+                     m: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(z, drop) of one look on every row. A look reads each row's runs up to its moment only, and the moments
+    spread from about a hundred runs to the stream's end, so rows are taken in chunks of similar moments, each
+    over its own columns: the statistic's work is over every column it is given."""
+    z, drop = np.zeros(len(when)), np.zeros(len(when))
+    order = np.argsort(when, kind="stable")
+    for rows in np.array_split(order, 8):
+        if rows.size == 0:
+            continue
+        width = int(when[rows].max()) + 1  # a session's label is at most its first run's column: below width
+        y, b, a = s.y[rows, :width], mb[rows, :width], ma[rows, :width]
+        z[rows] = clustered_z_rows(y, s.session[rows, :width], b, a)
+        drop[rows] = (y * b).sum(axis=1) / n - (y * a).sum(axis=1) / m[rows]
+    return z, drop
 
 
 def _before_after_rows(s: Streams, design: str, looks: tuple[int, ...], bounds: tuple[float, ...],

@@ -74,15 +74,15 @@ def section(table, reps: int = 2_000) -> str:
     wilson_low, wilson_high = min(in_sessions), max(in_sessions)
     return f"""## 8. Intervals by revision
 
-`pass_rates` (and `lousho`'s page and reports through it) gives each revision's pass rate a 95% interval that
-holds when runs cluster: runs of one session share a case and often an outcome, so the interval is
-cluster-robust by **session** (`conversation_id`), a run without a session clustered by its **case id**, a run
-with neither its own cluster (`clustered.clustered_interval_counts`). It is Wilson's score interval at the
-effective number of runs (runs over the CR1 design effect, never below 1) with Student's t for the normal
-quantile, its degrees of freedom from the kurtosis of the cluster sums, capped at clusters − 1. With no session
-and no case it is exactly the Wilson interval; with every run passing (or failing) it counts clusters, not runs.
-The `ci_method` column says which interval a frame holds; `pass_rates(..., interval="wilson")` gives the Wilson
-interval, which assumes independent runs.
+`pass_rates` (and the agent page's table and `lousho plot pass-rate`, with the same arithmetic) gives each
+revision's pass rate a 95% interval that holds when runs cluster: runs of one session share a case and often
+an outcome, so the interval is cluster-robust by **session** (`conversation_id`), a run without a session
+clustered by its **case id**, a run with neither its own cluster (`clustered.clustered_interval_counts`). It is
+Wilson's score interval at the effective number of runs (runs over the CR1 design effect, never below 1) with
+Student's t for the normal quantile, its degrees of freedom from the kurtosis of the cluster sums, capped at
+clusters − 1. With no session and no case it is exactly the Wilson interval; with every run passing (or
+failing) it counts clusters, not runs. The `ci_method` column says which interval a frame holds;
+`pass_rates(..., interval="wilson")` gives the Wilson interval, which assumes independent runs.
 
 Coverage of the true pass rate, cluster-robust / Wilson: {reps:,} revisions a cell (s.e. about
 {Coverage(0, 0, reps).se:.3f}), fixed seeds, runs drawn from the traffic model (easy and hard cases, 30% hard,
@@ -91,11 +91,12 @@ with probability sticky).
 
 {body}
 
-tests/analysis/test_clustered_monitor.py asserts 0.95 ± 0.01 (plus 3 s.e.) in sessions from 60 to 1,000 runs,
-20,000 revisions a size, through `pass_rates`. Between the sizes above the coverage moves with the lattice of
-failure counts, by up to about 0.015 below 150 runs; `benchmarks/perf/stats_scenarios.py` prints a dense grid
-(docs/performance.md). The interval is conservative when failures are rare and the runs few (a true rate near
-0.93 under about 150 runs). Wilson's interval covers {wilson_low:.2f}–{wilson_high:.2f} in sessions.
+tests/analysis/test_clustered_monitor.py asserts 0.95 ± 0.01 (plus 3 s.e.) in sessions with 20,000 revisions
+a size: through `pass_rates` at 60 and 120 runs (sticky 0.5; 60 also at sticky 0.9), through its arithmetic at
+300 and 1,000. Between the sizes above the coverage moves with the lattice of failure counts, by up to about
+0.015 below 150 runs; `benchmarks/perf/stats_scenarios.py` prints a dense grid (docs/performance.md). The
+interval is conservative when failures are rare and the runs few (a true rate near 0.93 under about 150 runs).
+Wilson's interval covers {wilson_low:.2f}–{wilson_high:.2f} in sessions.
 
 **Wilson 95% intervals for the design's counts** (independent runs):
 

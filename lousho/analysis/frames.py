@@ -109,7 +109,7 @@ def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k:
     Only scored runs count (``passed`` not NULL). The interval (``ci_low``, ``ci_high``) is by default
     cluster-robust: runs of one session (``conversation_id``) share a case and often an outcome, so they are
     clustered by session, a run without one by its ``case_id``, a run with neither is its own cluster
-    (``clustered.clustered_interval_counts``; with no session and no case it is Wilson's). ``clusters`` counts
+    (``clustered.interval_from_cluster_sums``; with no session and no case it is Wilson's). ``clusters`` counts
     them and ``design_effect`` is the variance's ratio to independent runs. ``interval="wilson"`` gives the
     Wilson interval instead, which assumes independent runs; ``ci_method`` names the interval in use, its
     clustering and its coverage. pass^k is averaged over cases (``case_id``),

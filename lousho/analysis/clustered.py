@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import t as student_t
+from scipy.special import stdtrit
 
 from lousho.analysis import _checks
 from lousho.analysis.errors import BadInputError
@@ -212,9 +212,10 @@ def clustered_interval(outcomes: ArrayLike, clusters: ArrayLike, confidence: flo
 
     The CR1 variance by cluster gives a design effect ``d`` (its ratio to p(1-p)/n); the interval is the
     Wilson score interval at ``n / d`` runs with Student's t for the normal quantile (Korn and Graubard's
-    construction), its degrees of freedom from the spread of the cluster sums (below). With every run its
-    own cluster it is close to Wilson; the design effect is never taken below 1, so clustering only ever
-    widens the interval.
+    construction), its degrees of freedom from the spread of the cluster sums (``interval_from_cluster_sums``).
+    The design effect is never taken below 1, so clustering only ever widens the interval; where it cannot be
+    estimated (every run passed, every run failed, or one cluster) the effective number of runs is the number
+    of clusters, as if each cluster were one run. With every run its own cluster it is the Wilson interval.
     """
     _checks.probability("confidence", confidence)
     y, g = _side("outcomes", outcomes, clusters)
@@ -230,29 +231,81 @@ def clustered_interval_rows(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
     """``clustered_interval`` for every row of (R, L) arrays: (low, high, design effect, clusters)."""
     y = np.asarray(y, dtype=float)
-    n = mask.sum(axis=1).astype(float)
-    p = (y * mask).sum(axis=1) / np.maximum(n, 1)
-    var, g = _cluster_variance(y, clusters, mask, p, n)
-    iid = p * (1.0 - p) / np.maximum(n, 1)
-    deff = np.where(iid > 0, np.maximum(var / np.where(iid > 0, iid, 1.0), 1.0), 1.0)
-    effective = n / deff
-    # Degrees of freedom of the variance estimate: a few large clusters carry it, so G - 1 overstates them
-    # (coverage 0.88 at 60 runs, sticky sessions). Twice the Satterthwaite count of the squared cluster sums,
-    # capped at G - 1, measured on the traffic model: 0.945-0.972 at 60 runs, 0.945-0.955 from 120 to 1,000.
     offset = (np.arange(y.shape[0]) * y.shape[1])[:, None]
-    sums = np.bincount((clusters + offset).ravel(), weights=((y - p[:, None]) * mask).ravel(),
-                       minlength=y.size).reshape(y.shape)
-    squares = sums * sums
-    satterthwaite = squares.sum(axis=1) ** 2 / np.maximum((squares * squares).sum(axis=1), 1e-300)
-    dof = np.maximum(np.minimum(2.0 * satterthwaite, g - 1), 1)
-    q = student_t.ppf(0.5 + confidence / 2.0, dof)
+    index = (clusters + offset).ravel()
+    passes = np.bincount(index, weights=(y * mask).ravel(), minlength=y.size)
+    runs = np.bincount(index, weights=mask.ravel().astype(float), minlength=y.size)
+    groups = np.repeat(np.arange(y.shape[0]), y.shape[1])
+    return clustered_interval_counts(passes, runs, groups, y.shape[0], confidence)
+
+
+def clustered_interval_counts(
+    passes: ArrayLike, runs: ArrayLike, group: ArrayLike, groups: int, confidence: float = 0.95
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    """The interval of many groups at once from per-cluster counts: cluster i passed ``passes[i]`` of its
+    ``runs[i]`` runs and belongs to group ``group[i]`` in [0, groups) (clusters with no run are ignored).
+    Returns (low, high, design effect, clusters) per group; a group with no run gets NaN bounds. This is what
+    ``frames.pass_rates`` computes by revision, from the counts it aggregates per session."""
+    x = np.asarray(passes, dtype=float)
+    m = np.asarray(runs, dtype=float)
+    index = np.asarray(group, dtype=np.int64)
+    used = m > 0
+    n = np.bincount(index, weights=m, minlength=groups)
+    total = np.bincount(index, weights=x, minlength=groups)
+    p = np.divide(total, n, out=np.full(groups, np.nan), where=n > 0)
+    residual = np.where(used, x - m * np.nan_to_num(p)[index], 0.0)
+    squares = residual * residual
+    s2 = np.bincount(index, weights=squares, minlength=groups)
+    s4 = np.bincount(index, weights=squares * squares, minlength=groups)
+    g = np.bincount(index, weights=used.astype(float), minlength=groups).astype(np.int64)
+    low, high, deff = interval_from_cluster_sums(n, p, s2, s4, g, confidence)
+    return low, high, deff, g
+
+
+def interval_from_cluster_sums(
+    n: NDArray, p: NDArray, s2: NDArray, s4: NDArray, g: NDArray, confidence: float = 0.95
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """The interval from a group's runs ``n``, pass rate ``p``, the sums over its ``g`` clusters of the squared
+    and fourth-power cluster residual sums (``s2``, ``s4``; residual = passes - runs * p): (low, high, design
+    effect). Every array is one entry per group.
+
+    Design effect ``d = G/(G-1) * s2 / (n p (1-p))``, at least 1. Degrees of freedom: ``s2`` estimates a variance
+    from G cluster sums, so its relative variance is ``(k - 1) / G`` with ``k`` their kurtosis, estimated as
+    ``G s4 / s2^2``; that gives ``2 s2^2 / (s4 - s2^2 / G)``, capped at G - 1 (Gaussian sums, k = 3, give G).
+    When a few clusters hold the failures (sessions that fail together, a pass rate near 1) the kurtosis is high
+    and the degrees few, which is what keeps the interval honest there: with G - 1 it covered 0.88-0.91 at 60
+    runs in sticky sessions. Coverage on the traffic model: docs/statistics.md, section 8.
+    """
+    n = np.asarray(n, dtype=float)
+    p = np.asarray(p, dtype=float)
+    s2 = np.asarray(s2, dtype=float)
+    s4 = np.asarray(s4, dtype=float)
+    g = np.asarray(g, dtype=float)
+    valid = n > 0
+    n_safe = np.where(valid, n, 1.0)
+    p_safe = np.where(valid, p, 0.5)
+    iid = p_safe * (1.0 - p_safe)
+    # No variance to measure a design effect from (all pass, all fail, one cluster): count clusters, not runs.
+    estimable = (iid > 0) & (g > 1)
+    # Every cluster one run (no session, no case): nothing clusters, and the interval is Wilson's.
+    single = g >= n_safe
+    factor = g / np.maximum(g - 1.0, 1.0)
+    deff = np.where(estimable, np.maximum(factor * s2 / (n_safe * np.where(iid > 0, iid, 1.0)), 1.0),
+                    n_safe / np.maximum(g, 1.0))
+    deff = np.where(single, 1.0, deff)
+    effective = n_safe / deff
+    spread = s4 - s2 * s2 / np.maximum(g, 1.0)
+    kurtosis_dof = np.where(spread > 0, 2.0 * s2 * s2 / np.where(spread > 0, spread, 1.0), np.inf)
+    dof = np.where(estimable, np.minimum(kurtosis_dof, g - 1.0), g - 1.0)
+    dof = np.where(single, np.inf, np.maximum(dof, 1.0))
+    q = stdtrit(dof, 0.5 + confidence / 2.0)  # Student's t quantile (scipy.stats costs a second to import)
     q2 = q * q
     denom = 1.0 + q2 / effective
-    centre = (p + q2 / (2.0 * effective)) / denom
-    half = q / denom * np.sqrt(p * (1.0 - p) / effective + q2 / (4.0 * effective * effective))
-    low = np.where(p <= 0, 0.0, np.clip(centre - half, 0.0, 1.0))
-    high = np.where(p >= 1, 1.0, np.clip(centre + half, 0.0, 1.0))
-    return low, high, deff, g
+    centre = (p_safe + q2 / (2.0 * effective)) / denom
+    half = q / denom * np.sqrt(iid / effective + q2 / (4.0 * effective * effective))
+    low = np.where(p_safe <= 0, 0.0, np.clip(centre - half, 0.0, 1.0))
+    high = np.where(p_safe >= 1, 1.0, np.clip(centre + half, 0.0, 1.0))
+    return (np.where(valid, low, np.nan), np.where(valid, high, np.nan), np.where(valid, deff, np.nan))
 
 
 def _side(name: str, outcomes: ArrayLike, labels: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.int64]]:

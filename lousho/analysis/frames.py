@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import numpy as np
 import polars as pl
 
+from lousho.analysis.clustered import interval_from_cluster_sums
 from lousho.analysis.stats import pass_hat_k_arrays, wilson_arrays
 from lousho.observe.client.store_client import StoreClient
 
@@ -86,27 +87,50 @@ def resolve_live(store: StoreClient, agent: str) -> tuple[bool, str | None]:
     return True, frame["revision"][0]
 
 
-# What ``pass_rates`` reads of a run.
-PASS_RATE_COLUMNS = ("harness_revision", "case_id", "passed", "input_tokens", "output_tokens", "cost_usd")
+# What ``pass_rates`` reads of a run: the session and case cluster its interval.
+PASS_RATE_COLUMNS = ("harness_revision", "case_id", "conversation_id", "passed", "input_tokens", "output_tokens",
+                     "cost_usd")
+
+# ``pass_rates``' intervals by name, and what each says of itself in the ``ci_method`` column.
+INTERVALS = ("clustered", "wilson")
+CI_METHODS = {
+    "clustered": "95% cluster-robust (Wilson at runs / design effect, t on the cluster sums): clusters are "
+                 "sessions (conversation_id), else case_id, else the run; covers 0.94-0.96 in sessions at "
+                 "60-1,000 runs (docs/statistics.md §8)",
+    "wilson": "95% Wilson: assumes independent runs; covers 0.61-0.85 when runs cluster in sessions "
+              "(docs/statistics.md §8)",
+}
 
 
-def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k: int = 3) -> pl.DataFrame:
-    """Pass rate with a 95% Wilson interval, unbiased pass^k, tokens and cost per passing run, by ``by``.
+def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k: int = 3,
+               interval: str = "clustered") -> pl.DataFrame:
+    """Pass rate with a 95% interval, unbiased pass^k, tokens and cost per passing run, by ``by``.
 
-    Only scored runs count (``passed`` not NULL). pass^k is averaged over cases (``case_id``),
+    Only scored runs count (``passed`` not NULL). The interval (``ci_low``, ``ci_high``) is by default
+    cluster-robust: runs of one session (``conversation_id``) share a case and often an outcome, so they are
+    clustered by session, a run without one by its ``case_id``, a run with neither is its own cluster
+    (``clustered.interval_from_cluster_sums``; with no session and no case it is Wilson's). ``clusters`` counts
+    them and ``design_effect`` is the variance's ratio to independent runs. ``interval="wilson"`` gives the
+    Wilson interval instead, which assumes independent runs; ``ci_method`` names the interval in use, its
+    clustering and its coverage. pass^k is averaged over cases (``case_id``),
     each case's ``C(c, k) / C(n, k)`` over its scored runs; cases with fewer than k runs are left
     out of it. Tokens per passing run is all input plus output tokens over the number of passing runs
-(NULL with no pass), the definition the gate's cost rule uses; cost per passing run is the same in
+    (NULL with no pass), the definition the gate's cost rule uses; cost per passing run is the same in
     USD over the runs' ``cost_usd`` (NULL also when no run has a known cost).
     """
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, not {interval!r}")
     keys = [by] if isinstance(by, str) else list(by)
     scored = frame.filter(pl.col("passed").is_not_null()).with_columns(
         tokens=pl.col("input_tokens").fill_null(0) + pl.col("output_tokens").fill_null(0)
     )
+    columns = [*keys, "runs", "passes", "pass_rate", "ci_low", "ci_high", "ci_method", "clusters",
+               "design_effect", f"pass_hat_{k}", "tokens_per_passing_run", "cost_usd", "cost_per_passing_run"]
     if scored.height == 0:
         return pl.DataFrame(schema={**{key: frame.schema.get(key, pl.String) for key in keys},
                                     "runs": pl.UInt32, "passes": pl.Int64, "pass_rate": pl.Float64,
-                                    "wilson_low": pl.Float64, "wilson_high": pl.Float64,
+                                    "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_method": pl.String,
+                                    "clusters": pl.Int64, "design_effect": pl.Float64,
                                     f"pass_hat_{k}": pl.Float64, "tokens_per_passing_run": pl.Float64,
                                     "cost_usd": pl.Float64, "cost_per_passing_run": pl.Float64})
     summary = (
@@ -124,9 +148,15 @@ def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k:
             tokens_per_passing_run=pl.when(pl.col("passes") > 0).then(pl.col("tokens") / pl.col("passes")),
             cost_per_passing_run=pl.when(pl.col("passes") > 0).then(pl.col("cost_usd") / pl.col("passes")),
         )
+        .join(_cluster_sums(scored, keys), on=keys, how="left", nulls_equal=True)
     )
-    low, high = wilson_arrays(summary["passes"].to_numpy(), summary["runs"].to_numpy())
-    summary = summary.with_columns(wilson_low=pl.Series(low), wilson_high=pl.Series(high))
+    runs_, passes_ = summary["runs"].to_numpy().astype(float), summary["passes"].to_numpy()
+    low, high, deff = interval_from_cluster_sums(runs_, passes_ / runs_, summary["s2"].to_numpy(),
+                                                 summary["s4"].to_numpy(), summary["clusters"].to_numpy())
+    if interval == "wilson":
+        low, high = wilson_arrays(passes_, summary["runs"].to_numpy())
+    summary = summary.with_columns(ci_low=pl.Series(low), ci_high=pl.Series(high),
+                                   ci_method=pl.lit(CI_METHODS[interval]), design_effect=pl.Series(deff))
     # Grouped by case too, unless the caller already groups by case (a key named twice is an error).
     case_keys = keys if "case_id" in keys else [*keys, "case_id"]
     per_case = (
@@ -138,11 +168,34 @@ def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k:
         values = pass_hat_k_arrays(per_case["c"].to_numpy(), per_case["n"].to_numpy(), k)
         per_case = per_case.with_columns(pass_hat=pl.Series(np.asarray(values, dtype=float)))
         hat = per_case.group_by(keys).agg(pl.col("pass_hat").mean().alias(f"pass_hat_{k}"))
-        summary = summary.join(hat, on=keys, how="left")
+        summary = summary.join(hat, on=keys, how="left", nulls_equal=True)
     else:
         summary = summary.with_columns(pl.lit(None, dtype=pl.Float64).alias(f"pass_hat_{k}"))
-    return summary.select(*keys, "runs", "passes", "pass_rate", "wilson_low", "wilson_high",
-                          f"pass_hat_{k}", "tokens_per_passing_run", "cost_usd", "cost_per_passing_run").sort(keys)
+    return summary.select(columns).sort(keys)
+
+
+def _cluster_sums(scored: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per group: its clusters and the sums over them of the squared and fourth-power residual sums (passes
+    minus runs times the group's rate), what ``clustered.interval_from_cluster_sums`` needs. A cluster is the
+    session, else the case, else the run (a row index); each kind of label has its own column, the others
+    NULL, so a session never merges with a case of the same name."""
+    session = pl.col("conversation_id") if "conversation_id" in scored.columns else pl.lit(None, pl.String)
+    case = pl.col("case_id") if "case_id" in scored.columns else pl.lit(None, pl.String)
+    labelled = (
+        scored.lazy()
+        .select(*keys, "passed", _session=session, _case=case)
+        .with_columns(_case=pl.when(pl.col("_session").is_null()).then(pl.col("_case")))
+        .with_row_index("_row")
+        .with_columns(_row=pl.when(pl.col("_session").is_null() & pl.col("_case").is_null()).then(pl.col("_row")))
+    )
+    return (
+        labelled.group_by([*keys, "_session", "_case", "_row"])
+        .agg(n=pl.len(), x=pl.col("passed").cast(pl.Int64).sum())
+        .with_columns(residual=pl.col("x") - pl.col("n") * (pl.col("x").sum() / pl.col("n").sum()).over(keys))
+        .group_by(keys)
+        .agg(clusters=pl.len().cast(pl.Int64), s2=(pl.col("residual") ** 2).sum(), s4=(pl.col("residual") ** 4).sum())
+        .collect()
+    )
 
 
 def _ns(since: datetime | int) -> int:

@@ -309,7 +309,7 @@ def _stated_rates(config: MonitorConfig, p0: float, p1: float) -> tuple[float, f
         return (float(stopping_probabilities(boundary, p0, p0).sum()),
                 float(stopping_probabilities(boundary, p0, p1).sum()),
                 "exact; assumes independent runs, a stable case mix and no crash (a run without a verdict "
-                "is not seen); docs/statistics.md gives the rates on real traffic")
+                "is not seen); docs/statistics.md §11 gives the rates on real traffic")
     # Simulated, so cached on a grid of base rates: the figure is a design property, not the look's evidence.
     grid = round(p0 * 20) / 20
     grid = min(max(grid, 0.05), 0.95)
@@ -321,7 +321,7 @@ def _stated_rates(config: MonitorConfig, p0: float, p1: float) -> tuple[float, f
         "the base runs nearest the apply, within case strata"
     return alarm, power, (f"simulated on 4,000 streams of independent runs at base rate {grid:.2f}, {where}; "
                           "holds under a mix shift, a daily cycle, outages and sessions per the scenario table "
-                          "in docs/statistics.md")
+                          "in docs/statistics.md §11")
 
 
 def _compared(base_passes: int, applied_passes: int, runs: int, compared: int, z: float, bound: float) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lousho.analysis import gate_operating as oc
-from lousho.analysis import paired_tables, trigger_table
+from lousho.analysis import interval_table, paired_tables, scenario_table, trigger_table
 from lousho.analysis._names import RULES
 from lousho.analysis.boundaries import Boundary, make_boundary
 from lousho.analysis.operating import (
@@ -20,7 +20,6 @@ from lousho.analysis.operating import (
     minimum_detectable_drop,
     stopping_probabilities,
 )
-from lousho.analysis.stats import wilson_interval
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "statistics.md"
 COMMAND = ".venv/bin/python -m lousho.analysis.tables"
@@ -53,9 +52,10 @@ def render() -> str:
         _gate_section(),
         _paired_section(),
         _cost_section(),
-        _wilson_section(),
+        interval_table.section(_table),
         paired_tables.section(_table),
         trigger_table.section(),
+        scenario_table.section(_table),
     ]
     return "\n\n".join(sections) + "\n"
 
@@ -281,17 +281,6 @@ def _cost_section() -> str:
         "the figures hold in either unit. The rate is over replicates where "
         "both sides pass at least once; the last column is how often one side never passes.\n\n"
         + table
-    )
-
-
-def _wilson_section() -> str:
-    counts = ((18, 20), (54, 60), (2, 3), (3, 3), (5, 6), (6, 6))
-    rows = []
-    for passes, runs in counts:
-        interval = wilson_interval(passes, runs)
-        rows.append([f"{passes}/{runs}", f"[{interval.low:.3f}, {interval.high:.3f}]"])
-    return "## 8. Wilson 95% intervals for the design's counts\n\n" + _table(
-        ["passes", "Wilson 95% interval"], rows
     )
 
 

@@ -88,13 +88,13 @@ class Streams:
 
 
 def streams(scenario: Scenario, reps: int, *, concurrent: bool, holdback: float = 0.2,
-            seed: int | None = 0) -> Streams:
-    """``reps`` streams of ``scenario``. ``concurrent``: every run is after the apply and a ``holdback`` share
-    of *sessions* keeps the base revision; otherwise ``BEFORE`` base runs precede the apply and every run after
-    it is the edit's."""
+            seed: int | None = 0, before: int | None = None, after: int | None = None) -> Streams:
+    """``reps`` streams of ``scenario``. ``concurrent``: every run is after the apply (``CONCURRENT_LENGTH`` of
+    them) and a ``holdback`` share of *sessions* keeps the base revision; otherwise ``before`` base runs
+    (``BEFORE``) precede the apply and ``after`` runs (80) after it are the edit's."""
     rng = np.random.default_rng(seed)
-    before = 0 if concurrent else BEFORE
-    length = CONCURRENT_LENGTH if concurrent else before + 80
+    before = 0 if concurrent else (BEFORE if before is None else before)
+    length = CONCURRENT_LENGTH if concurrent else before + (80 if after is None else after)
     index = np.arange(length)
     if scenario.sticky is None:
         start = np.ones((reps, length), dtype=bool)
@@ -135,35 +135,91 @@ def streams(scenario: Scenario, reps: int, *, concurrent: bool, holdback: float 
     return Streams(y, crashed, session, hard, applied, outage, before)
 
 
+@dataclass(frozen=True)
+class Decisions:
+    """Each stream's decision: ``rolled`` back, and the ``runs`` the traffic served from the apply until the
+    decision (the look that rolled back, else the last look; the whole stream when the last look was never
+    reached), ``edit_runs`` of them served by the edit."""
+
+    rolled: NDArray[np.bool_]
+    runs: NDArray[np.int64]
+    edit_runs: NDArray[np.int64]
+
+
 def rollback_rows(s: Streams, design: str, looks: tuple[int, ...], bounds: tuple[float, ...],
                   min_drop: float = 0.0) -> NDArray[np.bool_]:
     """Whether each stream's edit is rolled back by ``design`` (``concurrent``, ``stratified`` or ``seed``)
     at ``looks`` with z ``bounds``: ``monitor.decide``'s rule, over rows."""
+    return decisions(s, design, looks, bounds, min_drop).rolled
+
+
+def decisions(s: Streams, design: str, looks: tuple[int, ...], bounds: tuple[float, ...],
+              min_drop: float = 0.0) -> Decisions:
+    """``rollback_rows`` with the runs each stream spent until its decision."""
     if design == "concurrent":
-        return _concurrent_rows(s, looks, bounds, min_drop)
-    return _before_after_rows(s, design, looks, bounds, min_drop)
+        rolled, moment = _concurrent_rows(s, looks, bounds, min_drop)
+    else:
+        rolled, moment = _before_after_rows(s, design, looks, bounds, min_drop)
+    rows = np.arange(s.y.shape[0])
+    edit_runs = np.cumsum(s.applied, axis=1)[rows, moment]
+    return Decisions(rolled, moment + 1 - s.apply_at, edit_runs.astype(np.int64))
+
+
+def _trimmed(s: Streams, *masks: NDArray[np.bool_]) -> tuple[slice, NDArray[np.int64]]:
+    """The columns a look reads (from the first to the last run any mask holds) and the session labels there,
+    from 0: the statistics' work is over every column they are given, most of them outside the look."""
+    used = np.flatnonzero(np.logical_or.reduce([m.any(axis=0) for m in masks]))
+    if used.size == 0:
+        return slice(0, 1), s.session[:, :1] - s.session[:, :1]
+    cols = slice(int(used[0]), int(used[-1]) + 1)
+    # Sessions are runs in a row, labelled in order: within the columns the labels run from the first's.
+    return cols, s.session[:, cols] - s.session[:, cols.start, None]
 
 
 def _concurrent_rows(s: Streams, looks: tuple[int, ...], bounds: tuple[float, ...],
-                     min_drop: float) -> NDArray[np.bool_]:
+                     min_drop: float) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
     base, applied = ~s.applied, s.applied
     cb, ca = np.cumsum(base, axis=1), np.cumsum(applied, axis=1)
     rows = np.arange(s.y.shape[0])
     rolled = np.zeros(s.y.shape[0], dtype=bool)
-    for n, bound in zip(looks, bounds, strict=True):
+    decided = np.zeros(s.y.shape[0], dtype=bool)
+    moment = np.full(s.y.shape[0], s.y.shape[1] - 1)
+    for k, (n, bound) in enumerate(zip(looks, bounds, strict=True)):
         reached = cb[:, -1] >= n
         at = np.argmax(cb >= n, axis=1)  # the base side's n-th run: the look's moment
         m = np.maximum(ca[rows, at], n)
         reached &= ca[:, -1] >= m
         mb, ma = base & (cb <= n), applied & (ca <= m[:, None])
-        z = clustered_z_rows(s.y, s.session, mb, ma)
-        drop = (s.y * mb).sum(axis=1) / n - (s.y * ma).sum(axis=1) / m
-        rolled |= reached & (z >= bound - 1e-9) & (drop > min_drop + 1e-9)
-    return rolled
+        # The look is judged when both arms have its runs: the later of the base's n-th and the edit's m-th.
+        when = np.maximum(at, np.argmax(ca >= m[:, None], axis=1))
+        z, drop = _concurrent_look(s, mb, ma, when, n, m)
+        hit = reached & (z >= bound - 1e-9) & (drop > min_drop + 1e-9)
+        final = ~decided & (hit | (reached & (k == len(looks) - 1)))
+        moment = np.where(final, when, moment)
+        rolled |= ~decided & hit
+        decided |= final
+    return rolled, moment
+
+
+def _concurrent_look(s: Streams, mb: NDArray[np.bool_], ma: NDArray[np.bool_], when: NDArray[np.int64], n: int,
+                     m: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(z, drop) of one look on every row. A look reads each row's runs up to its moment only, and the moments
+    spread from about a hundred runs to the stream's end, so rows are taken in chunks of similar moments, each
+    over its own columns: the statistic's work is over every column it is given."""
+    z, drop = np.zeros(len(when)), np.zeros(len(when))
+    order = np.argsort(when, kind="stable")
+    for rows in np.array_split(order, 8):
+        if rows.size == 0:
+            continue
+        width = int(when[rows].max()) + 1  # a session's label is at most its first run's column: below width
+        y, b, a = s.y[rows, :width], mb[rows, :width], ma[rows, :width]
+        z[rows] = clustered_z_rows(y, s.session[rows, :width], b, a)
+        drop[rows] = (y * b).sum(axis=1) / n - (y * a).sum(axis=1) / m[rows]
+    return z, drop
 
 
 def _before_after_rows(s: Streams, design: str, looks: tuple[int, ...], bounds: tuple[float, ...],
-                       min_drop: float) -> NDArray[np.bool_]:
+                       min_drop: float) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
     seed = design == "seed"
     # The seed rule reads scored runs only (a crash is invisible to it); the stratified design counts a crash
     # as a failure and leaves out the base runs in an outage window (the breaker's).
@@ -178,18 +234,26 @@ def _before_after_rows(s: Streams, design: str, looks: tuple[int, ...], bounds: 
     cb = np.cumsum(base_window, axis=1)
     ca = np.cumsum(applied, axis=1)
     rolled = np.zeros(s.y.shape[0], dtype=bool)
-    for n, bound in zip(looks, bounds, strict=True):
+    decided = np.zeros(s.y.shape[0], dtype=bool)
+    moment = np.full(s.y.shape[0], s.y.shape[1] - 1)
+    for k, (n, bound) in enumerate(zip(looks, bounds, strict=True)):
         reached = (cb[:, -1] >= n) & (ca[:, -1] >= n)
         mb = base_window & (cb <= n)
         ma = applied & (ca <= n)
         xb, xa = (s.y * mb).sum(axis=1), (s.y * ma).sum(axis=1)
         if seed:
             z = pooled_z_arrays(xb, n, xa, n)
-            rolled |= reached & (z >= bound - 1e-9) & (xb - xa > min_drop * n + 1e-9)
-            continue
-        z = stratified_z_rows(s.y, s.session, s.hard.astype(np.int64), mb, ma, 2)
-        rolled |= reached & (z >= bound - 1e-9) & ((xb - xa) / n > min_drop + 1e-9)
-    return rolled
+            hit = reached & (z >= bound - 1e-9) & (xb - xa > min_drop * n + 1e-9)
+        else:
+            cols, session = _trimmed(s, mb, ma)
+            z = stratified_z_rows(s.y[:, cols], session, s.hard[:, cols].astype(np.int64), mb[:, cols],
+                                  ma[:, cols], 2)
+            hit = reached & (z >= bound - 1e-9) & ((xb - xa) / n > min_drop + 1e-9)
+        final = ~decided & (hit | (reached & (k == len(looks) - 1)))
+        moment = np.where(final, np.argmax(ca >= n, axis=1), moment)  # the edit's n-th run after the apply
+        rolled |= ~decided & hit
+        decided |= final
+    return rolled, moment
 
 
 def rollback_rate(scenario: Scenario, design: str, looks: tuple[int, ...], bounds: tuple[float, ...], *,

@@ -74,7 +74,8 @@ def demo(workdir: Path, n_runs: int) -> None:
         _say("4. lousho runs --failed --limit 8")
         _lousho("runs", "--url", daemon.url, "--failed", "--limit", "8")
         store = connect(daemon.url)
-        _say("5. pass rate by harness revision (Wilson 95% interval, pass^3, tokens per passing run)")
+        _say("5. pass rate by harness revision (95% interval, cluster-robust by session and case; pass^3, "
+             "tokens per passing run)")
         print_frame(rates_table(pass_rates(runs(store, agent="ledger", columns=PASS_RATE_COLUMNS))))
         _say("6. failed runs of the live revision, grouped into cases (what the improve loop learns from)")
         print_frame(cases_table(cases_from_failures(store, "ledger", recurring_only=True)))

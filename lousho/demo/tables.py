@@ -7,14 +7,15 @@ import polars as pl
 
 
 def rates_table(rates: pl.DataFrame) -> pl.DataFrame:
-    """``pass_rates`` by revision: scored runs, passes, the rate with its Wilson 95% interval, pass^3
-    and tokens per passing run, each as text a person reads."""
+    """``pass_rates`` by revision: scored runs, passes, the rate with its 95% interval (cluster-robust by
+    session, else case, unless the frame asked for Wilson's), pass^3 and tokens per passing run, each as text
+    a person reads."""
     return rates.sort("runs", descending=True).select(
         pl.col("harness_revision").alias("revision"),
         pl.col("runs").alias("scored runs"),
         pl.col("passes"),
         _percent("pass_rate").alias("pass rate"),
-        pl.format("{} to {}", _percent("wilson_low"), _percent("wilson_high")).alias("95% interval"),
+        pl.format("{} to {}", _percent("ci_low"), _percent("ci_high")).alias("95% interval"),
         _percent("pass_hat_3").fill_null("too few runs").alias("pass^3"),
         pl.col("tokens_per_passing_run").round(0).cast(pl.Int64).alias("tokens per pass"),
     )

@@ -169,6 +169,28 @@ def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
         """, [agent, agent, CHART_REVISIONS, PASS_RATE_BINS])
 
 
+def revision_clusters(reader: Reader, agent: str, revisions: list[str]) -> dict[str, dict[str, Any]]:
+    """Per revision of ``revisions``: its scored non-probe runs' clusters (a session, else a case, else the
+    run) and what ``clustered.interval_from_cluster_sums`` needs of them: runs, passes, the number of
+    clusters and the sums of their squared and fourth-power residual sums (``analysis.pass_rates``' interval).
+    """
+    rows = reader.rows(
+        """
+        WITH c AS (
+            SELECT harness_revision, count(*) AS n, sum(passed::INTEGER) AS x FROM runs
+            WHERE agent = ? AND NOT probe AND passed IS NOT NULL AND harness_revision IN (SELECT unnest(?::VARCHAR[]))
+            GROUP BY harness_revision, coalesce('s:' || conversation_id, 'c:' || case_id, 'r:' || run_id)
+        ), r AS (
+            SELECT *, x - n * sum(x) OVER (PARTITION BY harness_revision) / sum(n) OVER (PARTITION BY harness_revision)
+                AS residual FROM c
+        )
+        SELECT harness_revision AS revision, sum(n)::BIGINT AS scored, sum(x)::BIGINT AS passes,
+            count(*) AS clusters, sum(residual ^ 2)::DOUBLE AS s2, sum(residual ^ 4)::DOUBLE AS s4
+        FROM r GROUP BY harness_revision
+        """, [agent, revisions])
+    return {row["revision"]: row for row in rows}
+
+
 def monitor_outcomes(reader: Reader, agent: str, before: str, after: str,
                      applied_ns: int) -> tuple[list[bool], list[bool]]:
     """As the live monitor reads them: the newest ``LAST_LOOK`` scored non-probe runs of ``before`` that

@@ -75,7 +75,7 @@ def monitor(agent_dir: Path, out: Path, observe: str | None, db: Path | None, to
 @_OUT
 @target_options
 def pass_rate(agent: str, out: Path, url: str | None, db: Path | None, token: str | None) -> None:
-    """Pass rate by harness revision over time, with 95% Wilson intervals (scored live runs only)."""
+    """Pass rate by harness revision over time, with 95% intervals clustered by session (scored live runs only)."""
     from lousho.analysis.frames import runs
     from lousho.plot._canvas import output_format, save
     from lousho.plot.pass_rate_plot import draw_pass_rates, pass_rate_paths

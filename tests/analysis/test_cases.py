@@ -115,17 +115,24 @@ def test_runs_frame_leaves_probes_out_unless_asked(store):
 
 
 @pytest.mark.system
-def test_pass_rates_by_revision_have_wilson_bounds_pass_hat_k_and_tokens(store):
+def test_pass_rates_by_revision_have_intervals_pass_hat_k_and_tokens(store):
     frame = pass_rates(runs(store, agent="coder"), k=2)
     rows = {row["harness_revision"]: row for row in frame.iter_rows(named=True)}
     old = rows["rev-old"]
     assert (old["runs"], old["passes"], old["pass_rate"]) == (4, 0, 0.0)
-    assert old["wilson_low"] == 0.0 and 0.45 < old["wilson_high"] < 0.50  # Wilson 0/4: [0, 0.490]
+    # Four failed runs of one case (no session): one cluster, so the interval cannot say much.
+    assert old["clusters"] == 1 and old["ci_low"] == 0.0 and old["ci_high"] > 0.9
+    assert old["ci_method"].startswith("95% cluster-robust")
+    wilson = {row["harness_revision"]: row for row in pass_rates(runs(store, agent="coder"), k=2,
+                                                                 interval="wilson").iter_rows(named=True)}
+    assert wilson["rev-old"]["ci_low"] == 0.0 and 0.45 < wilson["rev-old"]["ci_high"] < 0.50  # Wilson 0/4
+    assert wilson["rev-old"]["ci_method"].startswith("95% Wilson")
     assert old["pass_hat_2"] == 0.0
     new = rows["rev-new"]
     # Scored non-probe runs of rev-new: new-1..4, new-6, r1.heal..r4.heal and r2..r4 (not errored ones).
     assert new["runs"] == new["passes"] + (new["runs"] - new["passes"])
-    assert new["wilson_low"] < new["pass_rate"] < new["wilson_high"]
+    assert new["ci_low"] < new["pass_rate"] < new["ci_high"]
+    assert new["ci_low"] <= wilson["rev-new"]["ci_low"] and new["ci_high"] >= wilson["rev-new"]["ci_high"]
     assert new["tokens_per_passing_run"] > 120  # new-6 spent 400 tokens, the others 120
     by_case = pass_rates(runs(store, agent="coder"), by=["case_id", "harness_revision"], k=1)
     assert by_case.height >= 2 and set(by_case.columns) >= {"case_id", "harness_revision", "pass_hat_1"}

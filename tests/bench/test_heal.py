@@ -22,7 +22,7 @@ from lousho.bench.heal.guard import Guard
 from lousho.bench.heal.project import PROJECT, Scorer, run_copy
 from lousho.bench.heal.report import report
 from lousho.bench.heal.rows import read_rows
-from lousho.bench.heal.run import Options, run, running
+from lousho.bench.heal.run import Options, monitor_designs, run, running
 from lousho.bench.heal.scenarios.controls import BUDGET_FIRST
 from lousho.bench.heal.scenarios.edits import planted_in
 from lousho.bench.heal.tasks import TASKS, all_cases
@@ -105,8 +105,24 @@ def test_every_bar_met_is_go() -> None:
     named = [dict(r, gates=["seed"], cost_units=["tokens"]) if r["kind"] == "attempt" else r for r in full_run()]
     assert "gate that ran: seed (" in report(named)[0]
     assert "cost rule unit: tokens (" in report(named)[0]
+    assert "monitor that ran: not recorded" in text
+    watched = [dict(r, monitors=["concurrent"]) if r["kind"] == "attempt" and r["scenario"] == "stable-monitor"
+               else r for r in full_run()]
+    stable = sum(r["kind"] == "attempt" and r["scenario"] == "stable-monitor" for r in watched)
+    assert f"monitor that ran: concurrent ({stable} attempts)\n" in report(watched)[0]
     assert final == "GO" and text.rstrip().splitlines()[-1] == "verdict: GO"
     assert all(b.status == "met" for b in bars(full_run()))
+
+
+def test_an_attempt_row_names_the_monitor_designs_its_audit_log_recorded(tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "agent")
+    paths.ensure()
+    assert monitor_designs(paths) == []  # no log yet: nothing ran
+    audit.append(paths, "apply", before="a", after="b", by="auto", files=["instructions.md"])
+    audit.append(paths, "monitor", decision="keep", reason="no regression", design="stratified", look=3)
+    audit.append(paths, "monitor", decision="kept-unverified", reason="no live runs could be read")  # no design
+    audit.append(paths, "monitor", decision="rollback", reason="regression", design="concurrent", look=1)
+    assert monitor_designs(paths) == ["concurrent", "stratified"]
 
 
 def test_too_few_attempts_is_incomplete_and_precondition_misses_do_not_count() -> None:
@@ -300,3 +316,7 @@ def test_a_reduced_run_meets_every_scenarios_must_happen(tmp_path: Path) -> None
     assert attempts["true-fix"]["gates"] == ["paired"]
     # The scripted model has no price: the proposals' cost rule compared tokens, and the report says so.
     assert attempts["true-fix"]["cost_units"] == ["tokens"] and "cost rule unit: tokens (" in text
+    # The monitor's verdict on the stable edit records its design; the report says which ran.
+    assert attempts["stable-monitor"]["monitors"] and set(attempts["stable-monitor"]["monitors"]) <= {
+        "concurrent", "stratified"}
+    assert "monitor that ran: " in text and "monitor that ran: not recorded" not in text

@@ -20,6 +20,7 @@ from daemon_support import get, post
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from lousho.analysis.clustered import clustered_interval
 from lousho.analysis.stats import pooled_z
 from lousho.improve import audit
 from lousho.improve.applied_edit import AppliedEdit
@@ -284,6 +285,10 @@ def test_an_agent_page_shows_pass_rates_the_monitor_path_and_a_verified_audit_lo
     rates = body[body.index('id="pass-rates"'):]
     assert re.search(r"rev-base</code></a></td><td class=\"num\">30</td><td class=\"num\">30</td>", rates)
     assert re.search(r"rev-after</code></a></td><td class=\"num\">25</td><td class=\"num\">15</td>", rates)
+    # pass_rates' interval, clustered by case here (every run is case add-2-2, none has a session): one cluster.
+    after = clustered_interval([1] * 15 + [0] * 10, ["add-2-2"] * 25)
+    assert f"{after.low:.1%} – {after.high:.1%}</td><td class=\"num\">1</td>" in rates
+    assert 'id="pass-rate-interval"' in body and "cluster-robust" in body
     assert "<svg" in body and "pass rate by harness revision, by run" in body
     assert "the edit being watched (monitoring)" in body  # state.json's watched edit, under watch
     # Base 20/20 against applied 11/20 at the first look: drop 0.45, z = 3.55 >= 2.1.

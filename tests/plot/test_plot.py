@@ -153,3 +153,34 @@ def test_plot_refuses_an_unknown_image_suffix_before_reading_any_store(tmp_path:
 def test_plot_from_a_missing_store_fails_with_the_observe_code(tmp_path: Path):
     result = plot("pass-rate", "--agent", "a", "--db", tmp_path / "missing.duckdb", "--out", tmp_path / "p.png")
     assert_clean_error(result, 1, "LOUSHO_STORE_MISSING")
+
+
+def test_the_pass_rate_band_is_pass_rates_interval_on_the_runs_so_far() -> None:
+    """Each run's band is what ``pass_rates`` gives on the revision's scored runs up to it: clustered by session,
+    else case, else run, computed run by run from the clusters' power sums."""
+    import polars as pl
+
+    from lousho.analysis.frames import pass_rates
+    from lousho.plot.pass_rate_plot import NO_REVISION, pass_rate_paths
+
+    rng = np.random.default_rng(1)
+    n = 300
+    frame = pl.DataFrame({
+        "run_id": [f"r{i:03d}" for i in range(n)], "started_ns": np.arange(n),
+        "harness_revision": rng.choice(np.array(["a", "b", None], dtype=object), n).tolist(),
+        "conversation_id": [f"s{i // 3}" if i % 4 else None for i in range(n)],
+        "case_id": [f"c{i % 7}" if i % 3 else None for i in range(n)],
+        "passed": [None if v == 2 else bool(v) for v in rng.integers(0, 3, n)],
+        "input_tokens": [1] * n, "output_tokens": [1] * n, "cost_usd": [None] * n,
+    }, schema_overrides={"cost_usd": pl.Float64})
+    paths = pass_rate_paths(frame)
+    scored = frame.filter(pl.col("passed").is_not_null()).with_columns(
+        harness_revision=pl.col("harness_revision").fill_null(NO_REVISION))
+    for revision in ("a", "b", NO_REVISION):
+        mine, runs = paths.filter(pl.col("harness_revision") == revision), scored.filter(
+            pl.col("harness_revision") == revision)
+        for upto in (5, 17, runs.height):
+            [expected] = pass_rates(runs.head(upto), k=1).iter_rows(named=True)
+            row = mine.row(upto - 1, named=True)
+            assert (row["ci_low"], row["ci_high"]) == pytest.approx((expected["ci_low"], expected["ci_high"]),
+                                                                    abs=1e-9), (revision, upto)

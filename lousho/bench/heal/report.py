@@ -20,7 +20,8 @@ def report(rows: Sequence[dict[str, Any]], source: str = "") -> tuple[str, str]:
         table.append((bar.name + (" (planted harm)" if bar.planted_harm else ""), _models(rows, bar), bar.need,
                       bar.counts, bar.status))
     lines += _table(table)
-    lines += ["", f"gate that ran: {_gates(rows)}", f"cost rule unit: {_cost_units(rows)}"]
+    lines += ["", f"gate that ran: {_gates(rows)}", f"monitor that ran: {_monitors(rows)}",
+              f"cost rule unit: {_cost_units(rows)}"]
     lines += ["", "must happen"] + [f"  {b.name}: {b.what}" for b in all_bars if b.what]
     lines += ["", "layout check (pass^3 over 22 cases, mean tokens per run)"]
     arms = of_kind(rows, "layout")
@@ -57,12 +58,23 @@ SCRIPTED_NOTE = ("rows on 'scripted' models test the loop's mechanics against a 
 
 def _gates(rows: Sequence[dict[str, Any]]) -> str:
     """The gates named by the gate decisions of the attempts' proposals (paired: the default; seed: by name)."""
+    return _named(rows, "gates", "no proposal in these rows names its gate")
+
+
+def _monitors(rows: Sequence[dict[str, Any]]) -> str:
+    """The designs the attempts' monitor verdicts recorded (concurrent: the default, stratified when no session
+    was held back; seed: by name)."""
+    return _named(rows, "monitors", "no monitor verdict in these rows names its design")
+
+
+def _named(rows: Sequence[dict[str, Any]], field: str, missing: str) -> str:
+    """What the attempts recorded in ``field`` (a list of names per attempt), each with its attempts."""
     attempts = of_kind(rows, "attempt")
-    seen = sorted({g for r in attempts for g in r.get("gates", [])})
+    seen = sorted({name for r in attempts for name in r.get(field, [])})
     if not seen:
-        return "not recorded (no proposal in these rows names its gate)"
-    counts = {g: sum(g in r.get("gates", []) for r in attempts) for g in seen}
-    return ", ".join(f"{g} ({n} attempts)" for g, n in counts.items())
+        return f"not recorded ({missing})"
+    counts = {name: sum(name in r.get(field, []) for r in attempts) for name in seen}
+    return ", ".join(f"{name} ({n} attempts)" for name, n in counts.items())
 
 
 def _cost_units(rows: Sequence[dict[str, Any]]) -> str:

@@ -21,6 +21,7 @@ from lousho.bench.heal.catalog import ALL, LAYOUT, SCENARIOS, STUDY, Scenario
 from lousho.bench.heal.errors import ForeignRuns, LiveGuardTripped, UnknownScenario
 from lousho.bench.heal.rows import RowWriter
 from lousho.improve import audit, proposals
+from lousho.improve.state import Paths
 from lousho.kernel.errors import LoushoError
 
 
@@ -145,7 +146,15 @@ def attempt_row(bench: Bench, scenario: Scenario, index: int) -> dict[str, Any]:
             "planted_harm": scenario.planted_harm, "audit_ok": verdict.ok, "audit": verdict.reason,
             "audit_lines": verdict.lines,
             "seconds": round(time.monotonic() - started, 2), "dir": str(a.dir), **a.models(), **a.meter.to_dict(),
-            "editor_requests": a.editor_meter.requests, "gates": gates, "cost_units": cost_units}
+            "editor_requests": a.editor_meter.requests, "gates": gates, "cost_units": cost_units,
+            "monitors": monitor_designs(a.paths)}
+
+
+def monitor_designs(paths: Paths) -> list[str]:
+    """The designs the attempt's monitor verdicts recorded in its audit log (concurrent, or stratified when no
+    session was held back; seed by name): what ran, not what the benchmark asked for."""
+    return sorted({str(e["design"]) for _, e in audit.numbered_entries(paths)
+                   if e is not None and e.get("action") == "monitor" and e.get("design")})
 
 
 def _check(bench: Bench, where: str) -> None:

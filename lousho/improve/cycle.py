@@ -292,12 +292,13 @@ def keep(setup: LoopSetup, outcome: Literal["kept", "kept-unverified"], reason: 
             s.watched = s.watched.decided(outcome, reason, decided_at=decided_at)
 
     watched = update(paths, record).watched
-    _end_holdback(paths, f"{outcome}: {reason}")
     if not watched:
+        _end_holdback(paths, f"{outcome}: {reason}")
         return
     if outcome == "kept":
         lessons.vote(paths, list(watched.cited), helped=True)
     audit.append(paths, outcome, revision=watched.after, reason=reason)
+    _end_holdback(paths, f"{outcome}: {reason}")
     learn.after_edit(setup, load_config(paths), watched, f"{outcome}: {reason}")
 
 

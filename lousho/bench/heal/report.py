@@ -20,7 +20,8 @@ def report(rows: Sequence[dict[str, Any]], source: str = "") -> tuple[str, str]:
         table.append((bar.name + (" (planted harm)" if bar.planted_harm else ""), _models(rows, bar), bar.need,
                       bar.counts, bar.status))
     lines += _table(table)
-    lines += ["", f"gate that ran: {_gates(rows)}", f"cost rule unit: {_cost_units(rows)}"]
+    lines += ["", f"gate that ran: {_gates(rows)}", f"cost rule unit: {_cost_units(rows)}",
+              f"monitor that ran: {_monitors(rows)}"]
     lines += ["", "must happen"] + [f"  {b.name}: {b.what}" for b in all_bars if b.what]
     lines += ["", "layout check (pass^3 over 22 cases, mean tokens per run)"]
     arms = of_kind(rows, "layout")
@@ -73,6 +74,16 @@ def _cost_units(rows: Sequence[dict[str, Any]]) -> str:
         return "not recorded (no proposal in these rows records its cost rule)"
     counts = {u: sum(u in r.get("cost_units", []) for r in attempts) for u in seen}
     return ", ".join(f"{'dollars' if u == 'usd' else 'tokens'} ({n} attempts)" for u, n in counts.items())
+
+
+def _monitors(rows: Sequence[dict[str, Any]]) -> str:
+    """The designs the monitor's verdicts ran in (concurrent: against the sessions held back on the base)."""
+    attempts = of_kind(rows, "attempt")
+    seen = sorted({m for r in attempts for m in r.get("monitors", [])})
+    if not seen:
+        return "not recorded (no attempt in these rows has a monitor verdict)"
+    counts = {m: sum(m in r.get("monitors", []) for r in attempts) for m in seen}
+    return ", ".join(f"{m} ({n} attempts)" for m, n in counts.items())
 
 
 def _models(rows: Sequence[dict[str, Any]], bar: Bar) -> str:

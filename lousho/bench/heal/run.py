@@ -140,12 +140,16 @@ def attempt_row(bench: Bench, scenario: Scenario, index: int) -> dict[str, Any]:
     gates = sorted({g["gate"] for g in decisions if g.get("gate")})
     # The unit each proposal's cost rule compared: usd when every run had a price, else tokens.
     cost_units = sorted({g["cost"].get("unit", "tokens") for g in decisions if g.get("cost")})
+    # The designs the monitor's verdicts ran in (concurrent against the holdback, stratified without one).
+    monitors = sorted({str(e["design"]) for e in audit.entries(a.paths) if e.get("action") == "monitor"
+                       and e.get("design")}) if verdict.ok else []
     return {"kind": "attempt", "scenario": scenario.name, "attempt": index, "seed": a.seed, "passed": passed,
             "counted": counted, "outcome": outcome, "detail": detail[:2000], "must_happen": scenario.must_happen,
             "planted_harm": scenario.planted_harm, "audit_ok": verdict.ok, "audit": verdict.reason,
             "audit_lines": verdict.lines,
             "seconds": round(time.monotonic() - started, 2), "dir": str(a.dir), **a.models(), **a.meter.to_dict(),
-            "editor_requests": a.editor_meter.requests, "gates": gates, "cost_units": cost_units}
+            "editor_requests": a.editor_meter.requests, "gates": gates, "cost_units": cost_units,
+            "monitors": monitors}
 
 
 def _check(bench: Bench, where: str) -> None:

@@ -30,7 +30,18 @@ from lousho.improve.locks import exclusive
 from lousho.improve.loop_setup import CycleResult, LoopRuns, LoopSetup, editor_client, spend
 from lousho.improve.records import Case
 from lousho.improve.result import ImproveResult
-from lousho.improve.state import LoopConfig, LoopState, Paths, WatchedEdit, iso, load_config, load_state, update
+from lousho.improve.state import (
+    LoopConfig,
+    LoopState,
+    Paths,
+    WatchedEdit,
+    iso,
+    load_config,
+    load_state,
+    now_utc,
+    parse_iso,
+    update,
+)
 from lousho.improve.step import improve_agent
 from lousho.kernel.errors import LoushoError
 
@@ -326,12 +337,16 @@ def supersede(setup: LoopSetup, current: str) -> None:
     _end_holdback(setup.paths, f"superseded: {reason}")
 
 
+# A holdback this young may be one whose watch another process (a person's approve) is recording right now.
+ORPHAN_GRACE = timedelta(minutes=1)
+
+
 def end_orphan_holdback(setup: LoopSetup) -> None:
     """End a holdback no watched edit accounts for (a crash between its start and the watch record, a state
     file restored by hand): the base must not keep a share of sessions for an edit nobody watches."""
     paths = setup.paths
     running = traffic.running_holdback(paths)
-    if running is None:
+    if running is None or now_utc() - parse_iso(running["started_at"]) < ORPHAN_GRACE:  # started_at: real time
         return
     watched = load_state(paths).watched
     if watched is None or watched.status != "monitoring" or watched.after != running["candidate_revision"]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,15 @@ from scipy.stats import binom
 from lousho.agent.directory import harness_revision
 from lousho.agent.loop import RunOptions
 from lousho.agent.runner import AgentSetup, open_agent
-from lousho.agent.traffic_route import BASE, CANDIDATE, Route, held_back, read_traffic, route
+from lousho.agent.traffic_route import (
+    BASE,
+    CANDIDATE,
+    Route,
+    TrafficFileInvalid,
+    held_back,
+    read_traffic,
+    route,
+)
 from lousho.analysis import monitor as analysis_monitor
 from lousho.analysis.frames import runs
 from lousho.improve import traffic
@@ -126,6 +134,11 @@ def test_a_holdback_outside_its_range_or_beside_a_canary_is_refused(tmp_path):
                       share=0.25, max_sessions=50)
         with pytest.raises(traffic.TrafficRunning):
             traffic.start_holdback(paths, base, edit, setup.agent_dir, share=0.2)
+        # A hand-edited holdback without its hash key routes nothing: refused, as any broken traffic file.
+        path = setup.agent_dir / ".lousho" / "traffic.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "kind": "holdback"}), encoding="utf-8")
+        with pytest.raises(TrafficFileInvalid, match="salt"):
+            route(setup.agent_dir, "s1")
 
 
 # --- through the loop, the agent and the store ---
@@ -288,6 +301,12 @@ def test_a_holdback_no_watched_edit_accounts_for_is_ended_by_the_next_tick(tmp_p
         # As if the loop crashed after the holdback started but before the watch was recorded.
         setup.paths.state.unlink()
         assert _running(setup)
-        tick(setup, new_owner())
+        owner = new_owner()
+        tick(setup, owner)
+        assert _running(setup), "a minute's grace: another process may be recording its watch right now"
+        data = read_traffic(setup.agent_dir) or {}
+        traffic_file = setup.agent_dir / ".lousho" / "traffic.json"
+        traffic_file.write_text(json.dumps({**data, "started_at": (now_utc() - timedelta(minutes=2)).isoformat()}))
+        tick(setup, owner)
         assert not _running(setup) and "no edit under watch" in (read_traffic(setup.agent_dir) or {})["reason"]
 

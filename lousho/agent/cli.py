@@ -41,8 +41,8 @@ def agent() -> None:
 @click.option("--run-id", default=None, help="The durable run id (default: a fresh one).")
 @click.option("--case", "case_id", default=None, help="The case this run answers (lousho.case.id).")
 @click.option("--session", "session_id", default=None,
-              help="The session this run belongs to: under a traffic canary a session keeps its arm "
-                   "(default: the run id, one session per run).")
+              help="The session this run belongs to (gen_ai.conversation.id): under a traffic canary or the "
+                   "monitor's holdback a session keeps its arm (default: the run id, one session per run).")
 @click.option("--lease-seconds", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="If this process dies, `lousho recover` may take the run over this long after its last heartbeat.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
@@ -51,13 +51,14 @@ def run(agent_dir: Path, text: str, model_url: str | None, model_name: str | Non
         check_path: Path | None, run_id: str | None, case_id: str | None, session_id: str | None,
         lease_seconds: float, as_json: bool) -> None:
     """Run AGENT_DIR once on TEXT, durably: if the process dies, `lousho runs resume RUN_ID` (or a running
-    `lousho recover`) finishes it. While a traffic canary runs, the session may be served by the candidate."""
+    `lousho recover`) finishes it. While a traffic canary runs, the session may be served by the candidate; while
+    the monitor's holdback runs, by the base revision."""
     run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"
     # The routed directory is what the run stores, so a resume loads the same harness.
     served = route(agent_dir, session_id or run_id)
     setup = AgentSetup(served.directory, model_config(model_url, model_name, model_key_env, model_timeout),
                        store_url, observe_url, token, check_path, lease_seconds=lease_seconds)
-    options = RunOptions(case_id=case_id, traffic_arm=served.arm)
+    options = RunOptions(case_id=case_id, traffic_arm=served.arm, session_id=session_id)
     with open_agent(setup, dict(os.environ)) as a:
         result = a.send(text, run_id=run_id, options=options, setup=setup.to_payload())
     _print(result, as_json)

@@ -49,9 +49,13 @@ class RunOptions:
     case_id: str | None = None
     probe: bool = False
     traffic_arm: str | None = None
+    # The session the run belongs to (gen_ai.conversation.id): the unit the traffic split randomises, so the
+    # monitor clusters its variance by it. None: the run is a session of its own.
+    session_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"case_id": self.case_id, "probe": self.probe, "traffic_arm": self.traffic_arm}
+        return {"case_id": self.case_id, "probe": self.probe, "traffic_arm": self.traffic_arm,
+                "session_id": self.session_id}
 
 
 @dataclass
@@ -116,7 +120,7 @@ class Agent:
             agent=self.directory.name, run_id=run.run_id, kind=run.kind, revision=self.directory.revision,
             case_id=options.get("case_id"), probe=bool(options.get("probe")), healed_from=run.healed_from,
             traffic_arm=options.get("traffic_arm"), attempt=run.attempts, input_text=text,
-            provider_name=self.provider_name,
+            provider_name=self.provider_name, session_id=options.get("session_id"),
         )
         with self._tracer.start_as_current_span(
             f"invoke_agent {self.directory.name}", kind=SpanKind.INTERNAL, attributes=attrs,

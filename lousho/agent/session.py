@@ -38,6 +38,8 @@ class Session:
     def send(self, text: str, options: RunOptions | None = None) -> RunResult:
         """Run the next turn on the transcript so far plus ``text``."""
         options = options or RunOptions()
+        if options.session_id is None:  # the turn's runs carry their session, the unit the monitor clusters by
+            options = replace(options, session_id=self.id)
         record = self.record
         if record.pending_turn:
             raise RunPending(f"session {self.id}: turn {record.pending_turn} is unfinished")

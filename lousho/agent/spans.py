@@ -24,6 +24,7 @@ def tracer_of(provider: Any | None) -> Tracer:
 def root_attributes(
     *, agent: str, run_id: str, kind: str, revision: str, case_id: str | None, probe: bool,
     healed_from: str | None, traffic_arm: str | None, attempt: int, input_text: str, provider_name: str,
+    session_id: str | None = None,
 ) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -36,7 +37,7 @@ def root_attributes(
         "gen_ai.input.messages": input_text,
     }
     optional = {"lousho.case.id": case_id, "lousho.run.healed_from": healed_from,
-                "lousho.traffic.arm": traffic_arm}
+                "lousho.traffic.arm": traffic_arm, "gen_ai.conversation.id": session_id}
     attrs.update({k: v for k, v in optional.items() if v is not None})
     if probe:
         attrs["lousho.probe"] = True

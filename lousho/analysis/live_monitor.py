@@ -10,7 +10,25 @@ import polars as pl
 
 from lousho.analysis.frames import runs
 from lousho.analysis.monitor import Arm, MonitorConfig, MonitorDecision, decide
+from lousho.analysis.outages import outage_windows
 from lousho.observe.client.store_client import StoreClient
+
+# While the loop holds the base back, the watch waits for held-back runs; it falls back to stratified only
+# once this many sessions of the applied revision since the apply went unrouted (no lousho.traffic.arm): then
+# the agent does not call the router, and no held-back run will come. The first look's size.
+UNROUTED_FALLBACK = 20
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one check compares: the design it runs in, both arms, why that design (when it is not the one
+    configured) and how many runs outage windows left out."""
+
+    design: str
+    base: Arm
+    applied: Arm
+    note: str = ""
+    outage_runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -19,13 +37,18 @@ class Monitor:
 
     Applied side: the runs of ``applied_revision`` from ``applied_at`` on, oldest first. Base side, by the
     config's design: ``concurrent``, the runs of ``base_revision`` from ``applied_at`` on (the sessions held
-    back on the base); when there are none (no holdback: a harness read by one process) the watch falls
-    back to ``stratified``, the base's runs nearest before the apply (as many as the last look needs), outside
-    ``outage_windows`` ((start_ns, end_ns) pairs the outage breaker flagged), as the ``seed`` design also
-    reads them. The decision records the design it ran. Probe runs are never read: the loop's own gate,
-    canary and guard runs must not vote on live quality. A run that ended in an error without a verdict (a
-    crash, a no-progress stop, a quarantine) is a failure to every design but the seed's; a run that ended
-    well but unscored carries no evidence and is skipped.
+    back on the base); when there are none the watch falls back to ``stratified``, the base's runs nearest
+    before the apply (as many as the last look needs), as the ``seed`` design also reads them. With
+    ``holdback`` (the loop keeps a share of sessions on the base for this watch, ``lousho.improve.traffic``)
+    it does not fall back while held-back runs may still come: it waits (no look) until
+    ``UNROUTED_FALLBACK`` sessions of the applied revision since the apply were served unrouted, the sign
+    that the agent does not call the router. The stratified design leaves out, on both sides, the runs in
+    ``outage_windows`` ((start_ns, end_ns) pairs) and, with ``detect_outages``, in the windows
+    ``lousho.analysis.outages`` finds in each side's runs (10 consecutive provider failures). The decision
+    records the design it ran, why it fell back (``design_note``) and the runs outages left out. Probe runs
+    are never read: the loop's own gate, canary and guard runs must not vote on live quality. A run that
+    ended in an error without a verdict (a crash, a no-progress stop, a quarantine) is a failure to every
+    design but the seed's; a run that ended well but unscored carries no evidence and is skipped.
     """
 
     store: StoreClient
@@ -35,22 +58,44 @@ class Monitor:
     applied_at: datetime
     config: MonitorConfig = field(default_factory=MonitorConfig)
     outage_windows: tuple[tuple[int, int], ...] = ()
+    holdback: bool = False
+    detect_outages: bool = True
 
     def arms(self) -> tuple[str, Arm, Arm]:
         """(the design the watch runs in, the base arm, the applied arm)."""
+        plan = self.plan()
+        return plan.design, plan.base, plan.applied
+
+    def plan(self) -> Plan:
         applied_ns = _ns(self.applied_at)
-        base = _judged(runs(self.store, agent=self.agent, revision=self.base_revision))
-        applied = _judged(runs(self.store, agent=self.agent, revision=self.applied_revision, since=applied_ns))
+        base_runs = runs(self.store, agent=self.agent, revision=self.base_revision)
+        applied_runs = runs(self.store, agent=self.agent, revision=self.applied_revision, since=applied_ns)
+        base, applied = _judged(base_runs), _judged(applied_runs)
         design = self.config.design
         held_back = base.filter(pl.col("started_ns") >= applied_ns)
         if design == "concurrent" and held_back.height:
-            return design, _arm(held_back), _arm(applied)
+            return Plan(design, _arm(held_back), _arm(applied))
+        note = ""
         if design == "concurrent":
+            unrouted = _sessions(applied_runs.filter(pl.col("traffic_arm").is_null()))
+            if self.holdback and unrouted < UNROUTED_FALLBACK:
+                return Plan(design, _arm(held_back), _arm(applied),
+                            f"waiting for held-back runs ({unrouted} unrouted sessions of the edit so far)")
             design = "stratified"
+            note = (f"no held-back run: {unrouted} sessions of the edit since the apply were not routed (the agent "
+                    "does not call lousho.agent.traffic_route.route)" if self.holdback else
+                    "no run of the base since the apply: no holdback")
         before = base.filter(pl.col("started_ns") < applied_ns)
+        left_out = 0
         if design != "seed":
-            before, applied = self._outside_outages(before), self._outside_outages(applied)
-        return design, _arm(before.tail(self.config.looks[-1])), _arm(applied)
+            windows = self.outage_windows
+            if self.detect_outages:
+                windows += outage_windows(base_runs.filter(pl.col("started_ns") < applied_ns))
+                windows += outage_windows(applied_runs)
+            kept_before, kept_applied = _outside(before, windows), _outside(applied, windows)
+            left_out = before.height - kept_before.height + applied.height - kept_applied.height
+            before, applied = kept_before, kept_applied
+        return Plan(design, _arm(before.tail(self.config.looks[-1])), _arm(applied), note, left_out)
 
     def outcomes(self) -> tuple[list[bool], list[bool]]:
         """The scored outcomes of each side as the seed design reads them (the path plots these)."""
@@ -58,15 +103,24 @@ class Monitor:
         return ([p for p in base.passed if p is not None], [p for p in applied.passed if p is not None])
 
     def check(self, now: datetime | None = None) -> MonitorDecision:
-        design, base, applied = self.arms()
-        config = self.config if design == self.config.design else replace(self.config, design=design)
+        plan = self.plan()
+        config = self.config if plan.design == self.config.design else replace(self.config, design=plan.design)
         now = now or datetime.now(UTC)
-        return decide(config, base, applied, _aware(now) - _aware(self.applied_at))
+        decision = decide(config, plan.base, plan.applied, _aware(now) - _aware(self.applied_at))
+        return replace(decision, design_note=plan.note, outage_runs=plan.outage_runs)
 
-    def _outside_outages(self, frame: pl.DataFrame) -> pl.DataFrame:
-        for start, end in self.outage_windows:
-            frame = frame.filter((pl.col("started_ns") < start) | (pl.col("started_ns") > end))
-        return frame
+
+def _outside(frame: pl.DataFrame, windows: tuple[tuple[int, int], ...]) -> pl.DataFrame:
+    for start, end in windows:
+        frame = frame.filter((pl.col("started_ns") < start) | (pl.col("started_ns") > end))
+    return frame
+
+
+def _sessions(frame: pl.DataFrame) -> int:
+    """Distinct sessions among ``frame``'s runs; a run without a session is one of its own."""
+    ids = [c if c is not None else ("run", r) for c, r in zip(frame["conversation_id"].to_list(),
+                                                               frame["run_id"].to_list(), strict=True)]
+    return len(set(ids))
 
 
 def _judged(frame: pl.DataFrame) -> pl.DataFrame:

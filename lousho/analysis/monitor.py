@@ -130,6 +130,8 @@ class MonitorDecision:
     design: str = "seed"
     applied_runs: int | None = None  # applied runs compared at the look (the concurrent design: all up to it)
     assumptions: str = ""
+    design_note: str = ""  # the live monitor: why it runs a design other than the one configured, or waits
+    outage_runs: int = 0  # the live monitor: runs left out as in a provider outage (stratified design)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -323,6 +323,7 @@ def status(agent_dir: Path, as_json: bool, observe: str | None, token: str | Non
         "audit": {"ok": verdict.ok, "lines": verdict.lines, "reason": verdict.reason},
         "recovery": asdict(recovery) if recovery is not None else None,
         "runs": _run_revisions(agent_dir, observe, token, agent_name) if observe else None,
+        "traffic": _traffic_split(paths),
     }
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
@@ -334,6 +335,14 @@ def status(agent_dir: Path, as_json: bool, observe: str | None, token: str | Non
                f"{state['applies_today']} applies; cooldown until {state['cooldown_until'] or '-'}")
     watched = state["watched"] or {}
     _echo(f"watched      {watched.get('after', '-')} ({watched.get('status', '-')})")
+    if watched.get("design"):
+        _echo(f"monitor      {watched['design']}: {watched.get('design_reason') or '-'}")
+    split = data["traffic"]
+    if split is not None and split["status"] == "running":
+        held = split.get("kind") == "holdback"
+        _echo(f"traffic      {split.get('kind', 'canary')} of {split['candidate_revision']} against "
+              f"{split['base_revision']}: {'' if held else 'at most '}{split['share']:g} of new sessions on the "
+              f"{'base' if held else 'candidate'}, since {split['started_at']}")
     for p in data["proposals"]:
         _echo(f"proposal     {p['id']}  {p['status']}  {p['revision']}")
     _echo(f"lessons      {sum(not le['retired'] for le in data['lessons'])} active, "
@@ -350,6 +359,15 @@ def status(agent_dir: Path, as_json: bool, observe: str | None, token: str | Non
 _SOURCES = {"tagged": "tagged (lousho.harness.revision)", "version": "version (gen_ai.agent.version)",
             "derived": "derived (fingerprint of its instructions, tools and model)",
             "none": "unversioned (nothing to fingerprint)"}
+
+
+def _traffic_split(paths: Any) -> dict[str, Any] | None:
+    """The traffic file (a canary or the monitor's holdback, running or the last one) without its per-session
+    assignments, which a canary keeps and a person does not need here."""
+    from lousho.improve import traffic
+
+    data = traffic.status(paths)
+    return None if data is None else {k: v for k, v in data.items() if k != "assignments"}
 
 
 def _run_revisions(agent_dir: Path, observe: str, token: str | None, name: str | None) -> list[dict[str, Any]]:

@@ -8,7 +8,9 @@ other change the loop makes to the harness or the watched edit.
 Every step that changes something appends an audit entry. After a cycle or an applied edit is decided,
 a reflection session may add one lesson (``learn``). The ``watcher`` decides, tick by tick, what
 happens to the watched edit (guard, rollback, keep, promote, retire); the functions here carry it out.
-The write itself only ever goes through ``writer``.
+The write itself only ever goes through ``writer``. Every write the loop watches starts the monitor's
+holdback (``traffic.start_holdback``: the base keeps a share of new sessions) unless ``holdback`` is 0 or a
+canary runs; whatever ends the watch (keep, rollback, expiry, a person's change, a new edit) ends it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,18 @@ from lousho.improve.locks import exclusive
 from lousho.improve.loop_setup import CycleResult, LoopRuns, LoopSetup, editor_client, spend
 from lousho.improve.records import Case
 from lousho.improve.result import ImproveResult
-from lousho.improve.state import LoopConfig, LoopState, Paths, WatchedEdit, iso, load_config, load_state, update
+from lousho.improve.state import (
+    LoopConfig,
+    LoopState,
+    Paths,
+    WatchedEdit,
+    iso,
+    load_config,
+    load_state,
+    now_utc,
+    parse_iso,
+    update,
+)
 from lousho.improve.step import improve_agent
 from lousho.kernel.errors import LoushoError
 
@@ -162,6 +175,7 @@ def apply_proposal(setup: LoopSetup, proposal_id: str, *, by: str) -> CycleResul
         return CycleResult("refused", f"stale: the harness is at {current.revision}, the proposal was made on "
                                       f"{base.revision}", proposal_id=proposal_id)
     if config.traffic_canary:
+        _end_holdback(paths, f"the traffic canary of {target.revision} replaces the watch")
         traffic.start(paths, base, target, setup.agent_dir, share=config.traffic_share,
                       max_sessions=config.traffic_sessions, proposal_id=proposal_id)
         proposals.set_status(paths, proposal_id, "traffic")
@@ -203,8 +217,10 @@ def _write_and_guard(setup: LoopSetup, base: Harness, target: Harness, data: dic
     update(paths, count)
     fixed = [Case(id=c["id"], input=c["input"]) for c in data["training"] if c["id"] in data["helped"]]
     corpus.add(paths, fixed, "fixed", target.revision)
+    applied_at = iso(setup.clock())
+    design = _hold_back(setup, base, target, proposal_id)
     _watch(paths, WatchedEdit("monitoring", written.before, written.after, proposal_id, tuple(data["cited"]),
-                              tuple(data["helped"]), applied_at=iso(setup.clock())))
+                              tuple(data["helped"]), applied_at=applied_at, **design))
     guard, tokens = run_guard(setup)
     if not guard.passed:
         rolled = rollback(setup, reason=f"corpus guard: {guard.reason}")
@@ -266,6 +282,8 @@ def rollback(setup: LoopSetup, *, to: str | None = None, reason: str) -> CycleRe
             s.watched = s.watched.decided("rolled-back", reason, rolled_back_at=iso(now))
 
     state = update(paths, record)
+    # The base is the directory's harness again (or a person chose another revision): the split means nothing.
+    _end_holdback(paths, f"rolled back: {reason}")
     if state.watched and undoing_watched:
         for lesson in lessons.vote(paths, list(state.watched.cited), helped=False, at=now):
             audit.append(paths, "lesson-retired", lesson=lesson.id)
@@ -286,10 +304,12 @@ def keep(setup: LoopSetup, outcome: Literal["kept", "kept-unverified"], reason: 
 
     watched = update(paths, record).watched
     if not watched:
+        _end_holdback(paths, f"{outcome}: {reason}")
         return
     if outcome == "kept":
         lessons.vote(paths, list(watched.cited), helped=True)
     audit.append(paths, outcome, revision=watched.after, reason=reason)
+    _end_holdback(paths, f"{outcome}: {reason}")
     learn.after_edit(setup, load_config(paths), watched, f"{outcome}: {reason}")
 
 
@@ -314,6 +334,37 @@ def supersede(setup: LoopSetup, current: str) -> None:
 
     watched = update(setup.paths, record).watched
     audit.append(setup.paths, "superseded", revision=watched.after if watched else None, found=current)
+    _end_holdback(setup.paths, f"superseded: {reason}")
+
+
+# A holdback this young may be one whose watch another process (a person's approve) is recording right now.
+ORPHAN_GRACE = timedelta(minutes=1)
+
+
+def end_orphan_holdback(setup: LoopSetup) -> None:
+    """End a holdback no watched edit accounts for (a crash between its start and the watch record, a state
+    file restored by hand): the base must not keep a share of sessions for an edit nobody watches."""
+    paths = setup.paths
+    running = traffic.running_holdback(paths)
+    if running is None or now_utc() - parse_iso(running["started_at"]) < ORPHAN_GRACE:  # started_at: real time
+        return
+    watched = load_state(paths).watched
+    if watched is None or watched.status != "monitoring" or watched.after != running["candidate_revision"]:
+        _end_holdback(paths, "no edit under watch holds it")
+
+
+def fall_back(setup: LoopSetup, design: str, reason: str) -> None:
+    """The monitor ran the watched edit in another design than the one recorded (no held-back run came: the
+    agent does not route): record it, audited, and end the holdback nobody uses."""
+    paths = setup.paths
+
+    def record(s: LoopState) -> None:
+        if s.watched:
+            s.watched = replace(s.watched, design=design, design_reason=reason)
+
+    watched = update(paths, record).watched
+    audit.append(paths, "monitor-design", design=design, reason=reason, revision=watched.after if watched else None)
+    _end_holdback(paths, f"the monitor runs {design}: {reason}")
 
 
 def finish_traffic(setup: LoopSetup, watched: WatchedEdit, action: Literal["promote", "retire"],
@@ -340,7 +391,9 @@ def force_apply(setup: LoopSetup, target: Harness, *, reason: str) -> CycleResul
     paths = setup.paths
     current = read_harness(setup.agent_dir)
     written = writer.write(paths, target, expected=current.revision, action="apply", by="force", reason=reason)
-    _watch(paths, WatchedEdit("monitoring", written.before, written.after, applied_at=iso(setup.clock())))
+    applied_at = iso(setup.clock())
+    design = _hold_back(setup, current, target, None)
+    _watch(paths, WatchedEdit("monitoring", written.before, written.after, applied_at=applied_at, **design))
     return CycleResult("applied", f"forced {written.after}: {reason}", revision=written.after)
 
 
@@ -359,6 +412,40 @@ def _target(base: Harness, step: ImproveResult) -> Harness:
     for path, text in sorted(step.files.items()):
         target = target.with_file(path, text)
     return target
+
+
+def _hold_back(setup: LoopSetup, base: Harness, applied: Harness, proposal_id: str | None) -> dict[str, Any]:
+    """Right after a write: start the monitor's holdback (the base keeps a share of new sessions) unless it is
+    off or a canary runs; audited either way. The watched edit's design fields, for ``WatchedEdit``."""
+    paths = setup.paths
+    config = load_config(paths)
+    _end_holdback(paths, f"a new edit {applied.revision} was applied")  # one watch, one holdback
+    running = traffic.status(paths)
+    if not config.holdback:
+        why = "no holdback: off in improve.json (holdback 0)"
+    elif running is not None and running["status"] == traffic.RUNNING:
+        why = f"no holdback: a traffic canary of {running.get('candidate_revision')} is running"
+    else:
+        try:
+            traffic.start_holdback(paths, base, applied, setup.agent_dir, share=config.holdback,
+                                   proposal_id=proposal_id)
+        except (LoushoError, OSError) as e:  # the edit is written: it is watched, stratified, whatever failed here
+            why = f"no holdback: {getattr(e, 'message', None) or e}"
+        else:
+            why = f"{config.holdback:.0%} of new sessions held back on the base {base.revision}"
+            audit.append(paths, "holdback-start", design="concurrent", share=config.holdback, base=base.revision,
+                         revision=applied.revision, proposal=proposal_id)
+            return {"design": "concurrent", "holdback": config.holdback, "design_reason": why}
+    audit.append(paths, "holdback-skipped", design="stratified", reason=why, base=base.revision,
+                 revision=applied.revision, proposal=proposal_id)
+    return {"design": "stratified", "holdback": None, "design_reason": why}
+
+
+def _end_holdback(paths: Paths, reason: str) -> None:
+    ended = traffic.end_holdback(paths, reason)
+    if ended is not None:
+        audit.append(paths, "holdback-end", reason=reason[:500], base=ended["base_revision"],
+                     revision=ended["candidate_revision"])
 
 
 def _watch(paths: Paths, watched: WatchedEdit) -> None:

@@ -52,6 +52,9 @@ class LoopConfig:
     traffic_canary: bool = False
     traffic_share: float = 0.25  # at most this share of new sessions on the candidate
     traffic_sessions: int = 50  # and at most this many sessions before a promote
+    # While an applied edit is watched, the base revision keeps this share of new sessions (the monitor's
+    # concurrent control); 0 turns the holdback off and the watch runs stratified.
+    holdback: float = 0.2
     quoted_checks: Literal["reject", "flag"] | None = None  # None: reject in auto mode, flag in manual
     gate: Literal["paired", "seed"] | None = None  # None: the step's (paired unless --gate seed)
 
@@ -73,6 +76,9 @@ class WatchedEdit:
 
     Times are ISO UTC. ``applied_at`` is set once it is written (a traffic candidate has ``started_at``
     instead); ``cited`` are the lessons its editors cited, ``fixed`` the training cases it helped.
+    ``design`` is the monitor's design for a written edit (``concurrent``: ``holdback`` of new sessions kept
+    on the base; ``stratified``: no holdback), ``design_reason`` why; the watcher updates both when the
+    monitor falls back. Unset on an edit watched before the loop recorded them.
     """
 
     status: WatchStatus
@@ -86,6 +92,9 @@ class WatchedEdit:
     reason: str | None = None  # why it left the watch
     decided_at: str | None = None  # kept or kept-unverified
     rolled_back_at: str | None = None
+    design: str | None = None
+    holdback: float | None = None
+    design_reason: str | None = None
 
     @property
     def under_watch(self) -> bool:
@@ -195,6 +204,8 @@ def load_config(paths: Paths) -> LoopConfig:
         raise ConfigInvalid(f"{paths.config}: traffic_share must be in (0, 0.25]")
     if not 0 < config.traffic_sessions <= 50:
         raise ConfigInvalid(f"{paths.config}: traffic_sessions must be in 1..50")
+    if config.holdback and not 0.1 <= config.holdback <= 0.25:
+        raise ConfigInvalid(f"{paths.config}: holdback must be 0 (off) or in [0.1, 0.25]")
     return config
 
 

@@ -1,4 +1,4 @@
-"""The traffic canary, loop side (seed §4.2): start it, judge it on real sessions, finish it.
+"""The traffic canary and the monitor's holdback, loop side (seed §4.2): start, judge, finish.
 
 An opt-in canary serves the candidate harness to at most 25% of new sessions and at most 50 sessions
 before a promote. ``start`` materialises the candidate and writes ``.lousho/traffic.json`` (its format is
@@ -16,11 +16,19 @@ Decision rule, on scored non-probe runs labelled ``lousho.traffic.arm``:
   ``lousho agent run``);
 - then **retire** if its pass rate is below the base's by more than ``MARGIN`` (0.05) or the one-sided
   Fisher p < ``ALPHA`` (0.05); otherwise **promote**.
+
+The **holdback** is the same split turned round, after a write: ``start_holdback`` materialises the base
+revision and keeps it on a share of new sessions (``HOLDBACK``, 20% by default, ``HOLDBACK_RANGE``) while the
+monitor watches the edit, so the monitor has a concurrent control (``lousho.analysis.Monitor``'s
+``concurrent`` design); ``end_holdback`` ends it with the watch. The router's hash rule
+(``lousho.agent.traffic_route``) assigns the sessions. One split runs at a time: a holdback is not started
+while a canary runs (the watch then runs ``stratified``).
 """
 
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +39,10 @@ from scipy.stats import fisher_exact
 from lousho.agent.directory import harness_revision
 from lousho.agent.traffic_route import (
     BASE,
+    CANARY,
     CANDIDATE,
     CANDIDATES_DIR,
+    HOLDBACK,
     RUNNING,
     VERSION,
     locked,
@@ -49,6 +59,12 @@ MARGIN = 0.05  # a drop in pass rate larger than this retires, significant or no
 ALPHA = 0.05
 EARLY_ALPHA = 0.01
 EARLY_MIN_RUNS = 10
+# The monitor's holdback: the base's share of new sessions while an edit is watched. The same numbers as
+# lousho.analysis.monitor's HOLDBACK and HOLDBACK_RANGE (tests/improve/test_holdback.py holds them equal),
+# kept here so that reading the loop's config does not load the analysis stack.
+HOLDBACK_SHARE = 0.2
+HOLDBACK_RANGE = (0.1, 0.25)
+ENDED = "ended"
 
 Action = Literal["continue", "promote", "retire"]
 Outcomes = Callable[[str], tuple[Sequence[bool], Sequence[bool]]]
@@ -94,7 +110,8 @@ def start(paths: Paths, base: Harness, candidate: Harness, agent_dir: Path, *, s
     with locked(root):
         current = read_traffic(root)
         if current is not None and current["status"] == RUNNING:
-            raise TrafficRunning(f"{paths.traffic}: a canary of {current.get('candidate_revision')} is running")
+            raise TrafficRunning(f"{paths.traffic}: a {current.get('kind', CANARY)} of "
+                                 f"{current.get('candidate_revision')} is running")
         # <revision>/<the agent directory's own name>: an agent without a name in agent.toml is named after
         # its folder, so the candidate's runs carry the same agent name as the base's.
         relative = CANDIDATES_DIR / candidate.revision / root.resolve().name
@@ -104,11 +121,75 @@ def start(paths: Paths, base: Harness, candidate: Harness, agent_dir: Path, *, s
         materialize(candidate, root, target)
         _share_workspace(root, target)
         write_traffic(root, {
-            "version": VERSION, "status": RUNNING, "share": share, "max_sessions": max_sessions,
+            "version": VERSION, "kind": CANARY, "status": RUNNING, "share": share, "max_sessions": max_sessions,
             "directory": relative.as_posix(), "assignments": {}, "base_revision": base.revision,
             "candidate_revision": candidate.revision, "agent": _agent_name(root), "proposal_id": proposal_id,
             "started_at": iso(now_utc()), "finished_at": None,
         })
+
+
+def start_holdback(paths: Paths, base: Harness, applied: Harness, agent_dir: Path, *, share: float,
+                   proposal_id: str | None = None) -> None:
+    """Materialise ``base`` under ``.lousho/traffic/<base revision>/`` and hold it back on ``share`` of new
+    sessions: called right after the writer put ``applied`` in the agent directory.
+
+    Refused while a canary or another holdback runs (``TrafficRunning``: end it first, or run the watch
+    stratified), when the directory does not hold ``applied`` (a person changed it since the write), and
+    outside ``HOLDBACK_RANGE``.
+    """
+    root = Path(agent_dir)
+    low, high = HOLDBACK_RANGE
+    if isinstance(share, bool) or not isinstance(share, int | float) or not low <= share <= high:
+        raise TrafficInvalid(f"holdback share={share!r}: must be in [{low}, {high}]")
+    if paths.agent_dir.resolve() != root.resolve():
+        raise TrafficInvalid(f"paths are for {paths.agent_dir}, the agent directory is {root}")
+    if applied.revision == base.revision:
+        raise TrafficInvalid(f"the applied edit is the base ({base.revision}): nothing to hold back")
+    on_disk = harness_revision(root)
+    if on_disk != applied.revision:
+        raise TrafficInvalid(f"{root} holds harness {on_disk}, not the applied {applied.revision}")
+    with locked(root):
+        current = read_traffic(root)
+        if current is not None and current["status"] == RUNNING:
+            raise TrafficRunning(f"{paths.traffic}: a {current.get('kind', CANARY)} of "
+                                 f"{current.get('candidate_revision')} is running")
+        relative = CANDIDATES_DIR / base.revision / root.resolve().name
+        target = root / relative
+        # A copy of this revision already there (a promoted canary's base, an earlier holdback) is kept: its
+        # interrupted runs may still resume from it, and it serves the same harness.
+        if not (target.is_dir() and harness_revision(target) == base.revision):
+            if target.parent.exists():
+                shutil.rmtree(target.parent)
+            materialize(base, root, target)
+            _share_workspace(root, target)
+        write_traffic(root, {
+            "version": VERSION, "kind": HOLDBACK, "status": RUNNING, "share": share,
+            "salt": uuid.uuid4().hex, "directory": relative.as_posix(), "assignments": {},
+            "base_revision": base.revision, "candidate_revision": applied.revision, "agent": _agent_name(root),
+            "proposal_id": proposal_id, "started_at": iso(now_utc()), "finished_at": None,
+        })
+
+
+def running_holdback(paths: Paths) -> dict[str, Any] | None:
+    """The running holdback's traffic file, or None when no holdback runs (none, or a canary)."""
+    data = read_traffic(paths.agent_dir)
+    if data is None or data["status"] != RUNNING or data.get("kind", CANARY) != HOLDBACK:
+        return None
+    return data
+
+
+def end_holdback(paths: Paths, reason: str) -> dict[str, Any] | None:
+    """End the running holdback, if one runs: every new session is then served by the agent directory.
+    Returns the ended holdback's file (None when none ran). The base's copy stays, so the held-back
+    sessions' interrupted runs can resume."""
+    root = paths.agent_dir
+    with locked(root):
+        data = running_holdback(paths)
+        if data is None:
+            return None
+        ended = {**data, "status": ENDED, "finished_at": iso(now_utc()), "reason": reason}
+        write_traffic(root, ended)
+    return ended
 
 
 def status(paths: Paths) -> dict[str, Any] | None:
@@ -126,7 +207,7 @@ def decide(paths: Paths, outcomes: Outcomes | None = None, *, store: Any | None 
     arm's harness revision.
     """
     data = read_traffic(paths.agent_dir)
-    if data is None or data["status"] != RUNNING:
+    if data is None or data["status"] != RUNNING or data.get("kind", CANARY) != CANARY:
         raise TrafficNotRunning(f"{paths.traffic}: no canary is running")
     if (outcomes is None) == (store is None):
         raise TrafficInvalid("decide() takes exactly one of outcomes and store")
@@ -169,7 +250,7 @@ def finish(paths: Paths, action: str) -> None:
     root = paths.agent_dir
     with locked(root):
         data = read_traffic(root)
-        if data is None or data["status"] != RUNNING:
+        if data is None or data["status"] != RUNNING or data.get("kind", CANARY) != CANARY:
             raise TrafficNotRunning(f"{paths.traffic}: no canary is running")
         write_traffic(root, {**data, "status": final, "finished_at": iso(now_utc())})
 

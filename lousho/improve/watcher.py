@@ -1,11 +1,12 @@
 """The watcher (``lousho improve DIR --watch``): one tick at a time, under a lease, it watches the
 applied edit and runs cycles on a timer.
 
-Each tick, in order: take or renew the lease (another live watcher: do nothing); the kill switch
-(stops within one tick); the traffic canary's verdict (promote writes, retire discards); for an
-applied edit, the corpus guard when it is due (right after a write that skipped it, then every 24 h)
-and the monitor on live runs (rollback, keep, kept-unverified after 7 days); otherwise a cycle when
-the interval has passed.
+Each tick, in order: take or renew the lease (another live watcher: do nothing); end a holdback no
+watched edit accounts for; the kill switch (stops within one tick); the traffic canary's verdict
+(promote writes, retire discards); for an applied edit, the corpus guard when it is due (right after a
+write that skipped it, then every 24 h) and the monitor on live runs (rollback, keep, kept-unverified
+after 7 days) in the design the watch records (``concurrent`` against the held-back sessions, else
+``stratified``); otherwise a cycle when the interval has passed.
 
 The watcher decides; ``cycle`` carries each decision out (the guard, a rollback, a keep, a promote or
 a retire), so every change to the harness, the state and the proposals is made in one place.
@@ -21,7 +22,16 @@ from typing import Literal
 
 from lousho.improve import journal, traffic
 from lousho.improve.controls import kill_switch
-from lousho.improve.cycle import finish_traffic, rollback, run_cycle, run_guard, settle, supersede
+from lousho.improve.cycle import (
+    end_orphan_holdback,
+    fall_back,
+    finish_traffic,
+    rollback,
+    run_cycle,
+    run_guard,
+    settle,
+    supersede,
+)
 from lousho.improve.harness import read_harness
 from lousho.improve.loop_setup import CycleResult, LoopSetup
 from lousho.improve.state import WatchedEdit, load_config, load_state, parse_iso
@@ -50,6 +60,7 @@ def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | No
     if not held:
         return Tick("leased-elsewhere", f"the watcher {lease.owner if lease else '?'} holds the lease")
     journal.recover(paths)  # an apply a crash cut short (this watcher's own, before a restart) is undone first
+    end_orphan_holdback(setup)
     stop = kill_switch(paths, setup.environ)
     if stop:
         return Tick("paused", f"kill switch: {stop}")
@@ -112,24 +123,30 @@ def _monitor(setup: LoopSetup, watched: WatchedEdit, *, guarded: bool) -> Tick:
         return Tick("guard" if guarded else "monitoring", "no observe store configured: the monitor cannot read "
                                                            "live runs (pass --observe)")
     from lousho.analysis.live_monitor import Monitor
-    from lousho.analysis.monitor import MonitorConfig
+    from lousho.analysis.monitor import HOLDBACK, MonitorConfig
     from lousho.observe.client.store_client import connect
 
     store = connect(str(options.observe), token=options.observe_token, ca_cert=options.observe_ca_cert)
-    monitor = Monitor(store, setup.name, watched.before, watched.after, applied_at,
-                      MonitorConfig(max_age=timedelta(days=config.monitor_max_age_days)))
+    # The design the watch records (an edit watched before the loop recorded one: concurrent when base runs
+    # come, else stratified, as the monitor decides on its own); the holdback share states the rates.
+    recorded = MonitorConfig(max_age=timedelta(days=config.monitor_max_age_days),
+                             design=watched.design or "concurrent", holdback=watched.holdback or HOLDBACK)
+    monitor = Monitor(store, setup.name, watched.before, watched.after, applied_at, recorded,
+                      holdback=watched.holdback is not None)
     decision = monitor.check(setup.clock())
+    if watched.design is not None and decision.design != watched.design:
+        fall_back(setup, decision.design, decision.design_note)
     evidence = {"look": decision.look, "runs": decision.runs, "base_passes": decision.base_passes,
                 "applied_passes": decision.applied_passes, "applied_runs": decision.applied_runs, "z": decision.z,
                 "false_alarm": decision.false_alarm, "power": decision.power, "design": decision.design,
-                "assumptions": decision.assumptions}
+                "assumptions": decision.assumptions, "outage_runs": decision.outage_runs}
     if decision.action == "rollback":
         settle(setup, "rollback", decision.reason, evidence)
         return Tick("rollback", f"the monitor saw a regression: {decision.reason}")
     if decision.action in ("keep", "kept-unverified"):
         settle(setup, decision.action, decision.reason, evidence)
         return Tick("kept" if decision.action == "keep" else "kept-unverified", decision.reason)
-    return Tick("monitoring", decision.reason)
+    return Tick("monitoring", decision.reason + (f" ({decision.design_note})" if decision.design_note else ""))
 
 
 def _traffic(setup: LoopSetup, watched: WatchedEdit, outcomes: TrafficOutcomes | None) -> Tick:

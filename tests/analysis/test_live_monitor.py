@@ -106,3 +106,27 @@ def test_without_a_holdback_the_watch_runs_stratified_and_says_so(shared_daemon)
     applied_at = _fill(shared_daemon.url, "no-holdback", applied)
     decision = _monitor(shared_daemon.url, "no-holdback", applied_at).check()
     assert decision.design == "stratified" and "[stratified design]" in decision.reason
+
+
+@pytest.mark.system
+def test_the_stratified_watch_leaves_out_a_provider_outage_it_finds_in_the_runs(shared_daemon):
+    # No holdback. Right after the apply the provider is down for 12 runs (rate limits, no verdict), then the
+    # edit passes as often as the base did. Read as failures, the outage alone would roll the edit back.
+    agent = "outage"
+    provider = instrument(f"monitor-{agent}", shared_daemon.url)
+    for i, outcome in enumerate(BASE):
+        emit_run(provider, f"{agent}-base-{i}", agent=agent, revision="base", outcome=outcome)
+    provider.force_flush()
+    time.sleep(0.01)
+    applied_at = datetime.now(UTC)
+    time.sleep(0.01)
+    for i in range(12):
+        emit_run(provider, f"{agent}-down-{i}", agent=agent, revision="applied", outcome="error")
+    for i, outcome in enumerate(BASE[:20]):
+        emit_run(provider, f"{agent}-applied-{i}", agent=agent, revision="applied", outcome=outcome)
+    provider.shutdown()
+    decision = _monitor(shared_daemon.url, agent, applied_at).check()
+    assert decision.design == "stratified" and decision.outage_runs == 12
+    assert decision.action == "continue" and (decision.look, decision.applied_passes) == (1, 18)
+    blind = Monitor(connect(shared_daemon.url), agent, "base", "applied", applied_at, detect_outages=False).check()
+    assert blind.action == "rollback" and blind.outage_runs == 0

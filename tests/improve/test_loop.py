@@ -29,8 +29,8 @@ def test_auto_mode_applies_a_true_fix_after_the_canary_and_guards_it(tmp_path: P
         state = load_state(setup.paths)
         assert state.watched.before == before and state.watched.status == "monitoring"
         assert state.applies_today == 1 and state.cycles_today == 1 and state.tokens_today > 0
-        assert audit_actions(setup.agent_dir) == ["cycle-start", "canary", "apply-begin", "apply", "guard",
-                                                 "cycle-end"]
+        assert audit_actions(setup.agent_dir) == ["cycle-start", "canary", "apply-begin", "apply", "holdback-start",
+                                                 "guard", "cycle-end"]
         assert audit.verify(setup.paths).ok
         saved = sorted(p.name for p in setup.paths.revisions.iterdir())
         assert saved == sorted([before, result.revision])
@@ -92,7 +92,8 @@ def test_a_harmful_forced_edit_is_rolled_back_to_the_base_bytes_within_two_ticks
         assert ticks[-1].action == "rollback" and "regress" in ticks[-1].reason
         state = load_state(setup.paths)
         assert state.cooldown_until is not None and state.watched.status == "rolled-back"
-        assert audit_actions(setup.agent_dir)[-2:] == ["rollback", "cooldown"]
+        # The rollback ends the monitor's holdback: every new session gets the restored base.
+        assert audit_actions(setup.agent_dir)[-3:] == ["rollback", "holdback-end", "cooldown"]
         assert audit.verify(setup.paths).ok
 
 

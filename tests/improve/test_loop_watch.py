@@ -40,10 +40,17 @@ def test_the_monitor_keeps_a_good_edit_and_rolls_back_a_bad_one(tmp_path: Path, 
         _emit(daemon.url, before, 0.6, 60, seed=1)
         applied = run_cycle(setup)
         assert applied.outcome == "applied", applied.reason
+        assert load_state(setup.paths).watched.design == "concurrent", "the write holds the base back by default"
+        # These runs reach the daemon without the router (no lousho.traffic.arm): no held-back run will come,
+        # so past 20 unrouted sessions the watch falls back to stratified, records it and ends the holdback.
         _emit(daemon.url, applied.revision, rate_after, 60, seed=2)
         result = tick(setup, new_owner())
         assert result.action == expected, result.reason
+        assert "[stratified design]" in result.reason
         state = load_state(setup.paths)
+        assert state.watched.design == "stratified" and "not routed" in state.watched.design_reason
+        assert {"monitor-design", "holdback-end"} <= set(audit_actions(setup.agent_dir))
+        assert route(setup.agent_dir, "new").arm is None
         if expected == "kept":
             assert state.watched.status == "kept"
             assert ADD_FIX in (setup.agent_dir / "instructions.md").read_text()
@@ -59,7 +66,9 @@ def test_the_monitor_waits_for_enough_runs(tmp_path: Path, daemon: DaemonProcess
         applied = run_cycle(setup)
         assert applied.outcome == "applied"
         _emit(daemon.url, applied.revision, 0.9, 5, seed=3)
-        assert tick(setup, new_owner()).action == "monitoring"
+        waiting = tick(setup, new_owner())
+        assert waiting.action == "monitoring" and "waiting for held-back runs" in waiting.reason, waiting.reason
+        assert load_state(setup.paths).watched.design == "concurrent", "5 unrouted sessions are too few to give up"
 
 
 def test_the_traffic_canary_retires_a_harmful_candidate_without_writing(tmp_path: Path) -> None:

@@ -73,3 +73,15 @@ def test_a_directory_that_is_no_harness_costs_the_revision_not_the_run(tmp_path:
     with agent_run("desk-c", harness=tmp_path / "missing", tracer_provider=provider) as r:
         r.output("still answered")
     assert r.revision is None and r.run_id.startswith("run-")
+
+
+@pytest.mark.system
+def test_a_run_carries_its_session_and_the_arm_the_router_gave_it(shared_daemon: DaemonProcess, harness: Path) -> None:
+    # An agent of your own under the monitor's holdback: route(DIR, session) picks the directory and the arm.
+    provider = instrument("desk", shared_daemon.url, batch=False)
+    with agent_run("desk-s", harness=harness, input="where is C-3?", run_id="s1", session_id="chat-7",
+                   traffic_arm="base", tracer_provider=provider) as r:
+        r.output("C-3 is late.")
+    provider.shutdown()
+    assert sql(shared_daemon.url, "SELECT conversation_id, traffic_arm FROM runs WHERE agent = 'desk-s'") == [
+        {"conversation_id": "chat-7", "traffic_arm": "base"}]

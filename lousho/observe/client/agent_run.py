@@ -72,6 +72,8 @@ def agent_run(
     run_id: str | None = None,
     probe: bool = False,
     tracer_provider: Any | None = None,
+    session_id: str | None = None,
+    traffic_arm: str | None = None,
 ) -> Iterator[AgentRun]:
     """Open one run of ``agent`` as the current span; end it when the block ends.
 
@@ -84,6 +86,9 @@ def agent_run(
             the daemon's trigger and the monitor never count as live traffic.
         tracer_provider: any OpenTelemetry TracerProvider (``lousho.observe.instrument`` or your own);
             default: the global one.
+        session_id: the session the run belongs to (``gen_ai.conversation.id``), the unit the monitor's
+            variance is clustered by; ``traffic_arm``: the arm ``lousho.agent.traffic_route.route`` gave the
+            session (``lousho.traffic.arm``) while the loop splits traffic (a canary, the monitor's holdback).
 
     An exception in the block marks the run as an error (``error.type``, span status) and propagates.
     """
@@ -103,6 +108,10 @@ def agent_run(
         attributes["lousho.case.id"] = case_id
     if probe:
         attributes["lousho.probe"] = True
+    if session_id is not None:
+        attributes["gen_ai.conversation.id"] = session_id
+    if traffic_arm is not None:
+        attributes["lousho.traffic.arm"] = traffic_arm
     with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=attributes,
                                       record_exception=True, set_status_on_exception=False) as span:
         try:

@@ -9,15 +9,14 @@ from lousho.bench.heal import editors, rules, traffic
 from lousho.bench.heal.bench import Attempt
 from lousho.bench.heal.scenarios.common import DEFAULT, ONE_FIX, Result, audit_actions, files, miss
 from lousho.improve.cycle import CycleResult, run_cycle
-from lousho.improve.watch_lease import new_owner
-from lousho.improve.watcher import tick
 
-LIVE_RUNS = 60  # per side: the monitor's last look (seed §4.3: looks at 20, 40, 60 runs)
+LIVE_RUNS = 60  # live sessions before the cycle: the recurring failures it learns from
 
 
 def true_fix(a: Attempt) -> Result:
     """Applied, guarded, kept by the monitor: a cycle applies the right rules after its canary and corpus
-    guard; 60 live runs on each side; the watcher's monitor keeps the edit."""
+    guard; live sessions follow, a fifth held back on the base (the default holdback), until the watcher's
+    monitor keeps the edit at its last look (60 held-back runs)."""
     a.use_editors(editors.true_fix)
     setup = a.setup(DEFAULT, observe=True)
     traffic.sessions(a, traffic.EVERY_TASK, LIVE_RUNS, salt="before")
@@ -27,15 +26,11 @@ def true_fix(a: Attempt) -> Result:
     if cycle.outcome != "applied":
         return Result(False, cycle.outcome, cycle.reason)
     guard = next((c for c in cycle.checks if c.name == "guard"), None)
-    traffic.sessions(a, traffic.EVERY_TASK, LIVE_RUNS, salt="after")
-    owner = new_owner()
-    decided = tick(setup, owner)
-    if decided.action == "monitoring":
-        decided = tick(setup, owner)
+    decided, sent = traffic.until_decided(a, setup, traffic.EVERY_TASK, salt="after")
     kept = decided.action == "kept" and harness_revision(a.agent_dir) == cycle.revision
     guarded = guard is not None and guard.passed
     return Result(kept and guarded, f"applied, guard {'passed' if guarded else 'missing'}, monitor: "
-                                    f"{decided.action}", decided.reason)
+                                    f"{decided.action} after {sent} sessions", decided.reason)
 
 
 def planted_editor(a: Attempt) -> Result:

@@ -16,7 +16,6 @@ from lousho.improve.watcher import tick
 from lousho.observe.client.store_client import connect
 from lousho.observe.trigger.detector import Window, judge
 
-MONITOR_RUNS = 60  # per side: the monitor keeps an edit at its last look (seed §4.3)
 DETECT_RUNS = 40  # the daemon trigger's two windows of 20 (seed §4.3's monitor rule)
 CANARY_BATCH = 8  # sessions between watcher ticks while the traffic canary runs
 CANARY_MAX_SESSIONS = 240  # enough for 50 candidate sessions at a 25% share, with room
@@ -47,21 +46,17 @@ def planted_forced(a: Attempt) -> Result:
 
 
 def stable_monitor(a: Attempt) -> Result:
-    """The monitor keeps a harmless edit: 60 live runs before and 60 after a forced harmless rule."""
+    """The monitor keeps a harmless edit: after a forced harmless rule, live sessions (a fifth held back on the
+    base, the default holdback) until the watcher's monitor decides, concurrently, at its last look."""
     a.use_editors(editors.nothing)
     setup = a.setup(DEFAULT, observe=True)
     base = read_harness(a.agent_dir)
     corpus.add(a.paths, protected(DEFAULT), "protected", base.revision)
-    traffic.sessions(a, traffic.EASY, MONITOR_RUNS, salt="before")
     harmless = base.with_file("instructions.md", base.instructions.rstrip("\n") + f"\n\n{rules.HARMLESS_RULE}\n")
     force_apply(setup, harmless, reason="a harmless edit by the heal benchmark")
-    traffic.sessions(a, traffic.EASY, MONITOR_RUNS, salt="after")
-    owner = new_owner()
-    decided = tick(setup, owner)
-    if decided.action in ("monitoring", "guard"):
-        decided = tick(setup, owner)
+    decided, sent = traffic.until_decided(a, setup, traffic.EASY, salt="after")
     kept = decided.action == "kept" and harness_revision(a.agent_dir) == harmless.revision
-    return Result(kept, f"monitor: {decided.action}", decided.reason)
+    return Result(kept, f"monitor: {decided.action} after {sent} sessions", decided.reason)
 
 
 def healthy(a: Attempt) -> Result:

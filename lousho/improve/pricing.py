@@ -1,4 +1,4 @@
-"""What a run cost in dollars, from the price table observe prices calls with (``observe.runs.cost``).
+"""What a run cost in dollars, from the price table observe prices calls with (``lousho.kernel.prices``).
 
 Tokens hide what a user pays: output tokens cost about 4 times input tokens on most models, and cache
 reads less, so an edit that moves tokens from input to output, or a change of model, can cost more at
@@ -29,9 +29,9 @@ def run_usd(record: RunRecord, at_ns: int) -> float | None:
     if not record.model or split != record.tokens or record.cache_read_tokens > record.input_tokens:
         return None
     # Imported here: the table takes a sixth of a second to load, which a step that never prices should not pay.
-    from lousho.observe.runs import cost
+    from lousho.kernel import prices
 
-    return cost.price(None, (record.model,), cost.Tokens(record.input_tokens, record.output_tokens,
+    return prices.price(None, (record.model,), prices.Tokens(record.input_tokens, record.output_tokens,
                                                          record.cache_read_tokens), at_ns)
 
 

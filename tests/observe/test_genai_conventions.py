@@ -107,7 +107,7 @@ def test_exclusive_input_tokens_are_made_inclusive_of_cache(tmp_path):
 
 
 def test_pricing_never_reaches_the_network():
-    from lousho.observe.runs import cost
+    from lousho.kernel import prices
 
     connects: list[tuple] = []
 
@@ -116,8 +116,8 @@ def test_pricing_never_reaches_the_network():
             connects.append((event, args))
 
     sys.addaudithook(hook)
-    priced = cost.price("openai", ("gpt-4.1-nano",), cost.Tokens(5000, 100, 1000), NS)
-    missing = cost.price("openai", ("no-such-model-for-lousho",), cost.Tokens(5000, 100), NS)
+    priced = prices.price("openai", ("gpt-4.1-nano",), prices.Tokens(5000, 100, 1000), NS)
+    missing = prices.price("openai", ("no-such-model-for-lousho",), prices.Tokens(5000, 100), NS)
     assert priced is not None and priced > 0 and missing is None
     assert connects == []
 
@@ -234,7 +234,7 @@ def test_lousho_runs_says_why_when_the_store_has_spans_but_no_run(tmp_path):
     ("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4-5"), ("google", "gemini-2.5-pro"),
     ("deepseek", "deepseek-chat")])
 def test_the_fast_price_equals_the_tables_own_calculation_across_usages_and_tiers(provider, model):
-    from lousho.observe.runs import cost
+    from lousho.kernel import prices
 
     rng = random.Random(14)
     for _ in range(200):
@@ -244,7 +244,7 @@ def test_the_fast_price_equals_the_tables_own_calculation_across_usages_and_tier
         cache_write = rng.randint(0, (input_tokens - cache_read) // 2)
         output_tokens = rng.randint(0, 5_000)
         reasoning = rng.randint(0, output_tokens)
-        got = cost.price(provider, (model,), cost.Tokens(input_tokens, output_tokens, cache_read, cache_write,
+        got = prices.price(provider, (model,), prices.Tokens(input_tokens, output_tokens, cache_read, cache_write,
                                                          reasoning), NS)
         assert got == table_price(provider, model, input_tokens=input_tokens, output_tokens=output_tokens,
                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write,

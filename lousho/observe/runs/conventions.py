@@ -15,7 +15,8 @@ import json
 import re
 from typing import Any
 
-from lousho.observe.runs import cost, fingerprint
+from lousho.kernel import prices
+from lousho.observe.runs import fingerprint
 
 # Columns this module adds to a span row (schema migration 2), in table order.
 TEXT_COLUMNS = ("call_id", "cost_source", "skill_name", "input_text", "output_text")
@@ -218,9 +219,9 @@ def table_price(provider: str | None, response_model: str | None, request_model:
                 cache_creation: int | None, reasoning: int | None, start_ns: int) -> float | None:
     """The price table's cost of a call that reports none (the native decoder calls this too)."""
     models = (response_model, request_model)
-    if cost.known_unpriced(provider, models):
+    if prices.known_unpriced(provider, models):
         return None
-    return cost.price(provider, models, cost.Tokens(input_tokens or 0, output_tokens or 0, cache_read or 0,
+    return prices.price(provider, models, prices.Tokens(input_tokens or 0, output_tokens or 0, cache_read or 0,
                                                     cache_creation or 0, reasoning or 0), start_ns)
 
 

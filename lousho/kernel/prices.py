@@ -1,4 +1,5 @@
-"""The cost of a model call at ingest, from ``genai-prices`` (Pydantic's maintained price table).
+"""The cost of a model call, from ``genai-prices`` (Pydantic's maintained price table): a leaf that observe prices
+spans with at ingest and the gate prices runs with (improve/pricing.py), so both use one table and one rule.
 
 No GenAI convention carries cost, so a span whose instrumentation reports none is priced here from its
 provider, model and token columns, with cache and reasoning tokens priced as the table says. The table is

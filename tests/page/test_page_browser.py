@@ -74,9 +74,12 @@ def test_a_browser_filters_failed_runs_opens_one_and_finds_its_span_tree_and_sco
             assert page.url == f"{base}/"
             assert page.locator("#runs tbody tr").count() > 0
 
+            # The reference agent's failed runs (the demo's store also holds another agent's).
+            page.select_option("#filter-agent", "ledger")
             page.check("#filter-failed")
             page.click("#filter-apply")
             page.wait_for_url("**/?*failed=1*")
+            assert "agent=ledger" in page.url
             rows = page.locator("#runs tbody tr")
             assert rows.count() > 0
             for i in range(rows.count()):

@@ -15,6 +15,10 @@ same runs give the same decision however often it is asked. Three designs (``Mon
   out on both sides by the caller, a run without a verdict a failure.
 - ``seed``: the seeds' rule as first built: before/after, the pooled z, a drop over 0.05, unscored runs
   invisible. Its rates assume independent runs and a stable mix (docs/statistics.md shows where that fails).
+
+``statistic_path`` gives the design's statistic at every run count up to the last look from the same helpers,
+so the path the page and ``lousho plot monitor`` draw (``monitor_path.MonitorPath``) is, at each look, the
+decision's evidence.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from lousho.analysis import _checks
+from lousho.analysis._names import DESIGNS
 from lousho.analysis.boundaries import SEED_LOOKS, SEED_MIN_DROP, SEED_Z, Boundary, make_boundary
 from lousho.analysis.clustered import cluster_ids, clustered_z_rows, stratified_z_rows
 from lousho.analysis.errors import BadInputError
@@ -34,7 +39,6 @@ from lousho.analysis.operating import stopping_probabilities
 from lousho.analysis.stats import pooled_z
 
 Action = Literal["continue", "rollback", "keep", "kept-unverified"]
-DESIGNS = ("concurrent", "stratified", "seed")
 HOLDBACK = 0.2  # the base revision's share of sessions while an edit is watched
 HOLDBACK_RANGE = (0.1, 0.25)
 
@@ -203,17 +207,10 @@ def decide(
     look is still out of reach at ``max_age``.
     """
     design = config.design
-    base_arm = Arm.of(base, "base").kept(design)
-    applied_arm = Arm.of(applied, "applied").kept(design)
+    base_arm, applied_arm, yb, ya = _compared_arms(config, base, applied)
     if not isinstance(since_apply, timedelta) or since_apply < timedelta(0):
         raise BadInputError("since_apply", since_apply, "a timedelta >= 0")
     boundary = config.boundary
-    yb, ya = base_arm.outcomes(design), applied_arm.outcomes(design)
-    if design != "concurrent":  # before/after: the base runs nearest the apply
-        keep = slice(max(len(yb) - boundary.looks[-1], 0), None)
-        base_arm = Arm(*(values[keep] for values in (base_arm.passed, base_arm.sessions, base_arm.cases,
-                                                    base_arm.started_ns)))
-        yb = yb[keep]
     reached: tuple[int, int, int] | None = None  # (look index, base passes, applied passes)
     compared = None
     z = None
@@ -223,8 +220,7 @@ def decide(
             break
         reached, compared = (k, int(yb[:n].sum()), int(ya[:m].sum())), m
         z = _z(design, base_arm, applied_arm, yb, ya, n, m)
-        drop = reached[1] / n - reached[2] / m
-        if z >= boundary.z[k] - _EPS and drop > boundary.min_drop + _EPS:
+        if _crosses(boundary, k, z, reached[1] / n - reached[2] / m):
             return _decision(config, "rollback", reached, yb, z, compared)
     if reached is not None and reached[0] == len(boundary.looks) - 1:
         return _decision(config, "keep", reached, yb, z, compared)
@@ -234,6 +230,81 @@ def decide(
 
 
 _EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class PathPoint:
+    """The design's statistic on the first ``n`` base runs against the ``applied_runs`` applied runs a look at
+    ``n`` compares (``n`` in the before/after designs; in the concurrent design every applied run that started
+    by the base's n-th). ``look``: the 1-based look when ``n`` is one; ``crosses``: a look that rolls back."""
+
+    n: int
+    applied_runs: int
+    base_passes: int
+    applied_passes: int
+    z: float
+    look: int | None = None
+    crosses: bool = False
+
+    @property
+    def drop(self) -> float:
+        return self.base_passes / self.n - self.applied_passes / self.applied_runs
+
+
+def statistic_path(
+    config: MonitorConfig, base: Sequence[bool] | Arm, applied: Sequence[bool] | Arm
+) -> tuple[PathPoint, ...]:
+    """The design's statistic at every base run count up to the last look, as ``decide`` computes it at a look.
+
+    The same arms (``decide``'s trimming), the same applied count (``_applied_count``) and the same z (``_z``)
+    at every ``n``, so a point at a look *is* the decision's evidence there; the points between looks show how
+    it grew and decide nothing. A run count the arms have not reached is left out; the path ends at the first
+    look not reached, where ``decide`` stops reading.
+    """
+    design, boundary = config.design, config.boundary
+    base_arm, applied_arm, yb, ya = _compared_arms(config, base, applied)
+    looks = {n: k for k, n in enumerate(boundary.looks)}
+    points: list[PathPoint] = []
+    for n in range(1, boundary.looks[-1] + 1):
+        m = _applied_count(design, base_arm, applied_arm, n)
+        k = looks.get(n)
+        if len(yb) < n or len(ya) < m:
+            if k is not None:
+                break
+            continue  # only with arms out of start order: a later count may still be reached
+        xb, xa = int(yb[:n].sum()), int(ya[:m].sum())
+        z = _z(design, base_arm, applied_arm, yb, ya, n, m)
+        crosses = k is not None and _crosses(boundary, k, z, xb / n - xa / m)
+        points.append(PathPoint(n, m, xb, xa, z, None if k is None else k + 1, crosses))
+    return tuple(points)
+
+
+def compared_outcomes(
+    config: MonitorConfig, base: Sequence[bool] | Arm, applied: Sequence[bool] | Arm
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each arm's 0/1 outcomes as the design compares them, oldest first: a run without a verdict a failure (the
+    seed design drops it), the before/after designs' base cut to the last look's runs nearest the apply."""
+    _, _, yb, ya = _compared_arms(config, base, applied)
+    return yb, ya
+
+
+def _compared_arms(
+    config: MonitorConfig, base: Sequence[bool] | Arm, applied: Sequence[bool] | Arm
+) -> tuple[Arm, Arm, np.ndarray, np.ndarray]:
+    design = config.design
+    base_arm = Arm.of(base, "base").kept(design)
+    applied_arm = Arm.of(applied, "applied").kept(design)
+    yb, ya = base_arm.outcomes(design), applied_arm.outcomes(design)
+    if design != "concurrent":  # before/after: the base runs nearest the apply
+        keep = slice(max(len(yb) - config.boundary.looks[-1], 0), None)
+        base_arm = Arm(*(values[keep] for values in (base_arm.passed, base_arm.sessions, base_arm.cases,
+                                                    base_arm.started_ns)))
+        yb = yb[keep]
+    return base_arm, applied_arm, yb, ya
+
+
+def _crosses(boundary: Boundary, k: int, z: float, drop: float) -> bool:
+    return z >= boundary.z[k] - _EPS and drop > boundary.min_drop + _EPS
 
 
 def _applied_count(design: str, base: Arm, applied: Arm, n: int) -> int:

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 
 from lousho.analysis.clustered import interval_from_cluster_sums
+from lousho.analysis.monitor import MonitorConfig
 from lousho.analysis.monitor_path import MonitorPath
 from lousho.improve.applied_edit import AppliedEdit
-from lousho.kernel.monitor_rule import LOOKS
 from lousho.observe.trigger.cycle import AgentSpec, read_records, read_state
 from lousho.page.agentdir import SHOWN_ENTRIES, AuditLog, applied_edits, read_audit, watched_edit
-from lousho.page.data import Reader, monitor_outcomes, pass_rate_bins, revision_clusters
+from lousho.page.data import Reader, monitor_arms, pass_rate_bins, revision_clusters
 from lousho.page.html import Safe, dl, el, href, join, number, segment, short, table, when
 from lousho.page.svg import RateBin, legend, monitor_chart, pass_rate_chart
 
@@ -151,38 +151,51 @@ def edit_that_matters(watched: AppliedEdit | None, edits: list[tuple[int, Applie
 
 
 def _edit_path(reader: Reader, name: str, edit: AppliedEdit) -> Safe:
-    base, applied = monitor_outcomes(reader, name, edit.before, edit.after, edit.applied_ns)
-    path = MonitorPath(tuple(base), tuple(applied))
+    # The watcher's config (its design, rule and looks), on the arms its monitor reads: the path drawn is the
+    # statistic of the design that decides, and a concurrent watch without held-back runs shows as stratified.
+    config = MonitorConfig()
+    path = MonitorPath.of_arms(monitor_arms(reader, name, edit, config), config)
     info = dl({
         "edit": join([el("code", edit.before), " → ", el("code", edit.after)]),
         "applied at": edit.applied_at.isoformat(),
         "from": edit.source,
         "status": edit.status,
         "reason": edit.reason,
-        "runs": f"base {path.base_runs} scored (newest before the apply, at most {LOOKS[-1]}); "
-                f"applied {path.applied_runs} scored since",
+        "design": path.design_label,
+        "runs": _arm_runs(path),
     })
-    conclusion = path.conclusion()
-    tone = "bad" if conclusion.startswith("roll back") else "ok" if conclusion.startswith("keep") else "warn"
+    tone = {"rollback": "bad", "keep": "ok"}.get(path.action, "warn")
     parts = [info]
     if edit.status is not None and edit.status not in _WATCHING:
         # The loop decided already (the monitor, the corpus guard or a person): the path is history.
         parts.append(el("p", f"This edit is {edit.status}: the monitor no longer watches it.", cls="note"))
-    parts.append(el("p", "The seeds' rule on these runs: ", el("strong", conclusion), cls=f"note {tone}",
+    parts.append(el("p", "The monitor's rule on these runs: ", el("strong", path.conclusion()), cls=f"note {tone}",
                     id="monitor-conclusion"))
     if path.points:
         parts.append(monitor_chart(path))
-        rows = [[el("td", p.n, cls="num"), el("td", f"{p.base_passes}/{p.n}", cls="num"),
-                 el("td", f"{p.applied_passes}/{p.n}", cls="num"), el("td", f"{p.drop:+.3f}", cls="num"),
-                 el("td", f"{p.z:.2f}", cls="num"),
+        bounds = path.config.boundary.z
+        rows = [[el("td", p.look, cls="num"), el("td", f"{p.base_passes}/{p.n}", cls="num"),
+                 el("td", f"{p.applied_passes}/{p.applied_runs}", cls="num"), el("td", f"{p.drop:+.3f}", cls="num"),
+                 el("td", f"{p.z:.2f}", cls="num"), el("td", f"{bounds[p.look - 1]:.2f}", cls="num"),
                  el("span", "roll back", cls="badge bad") if p.crosses else el("span", "no", cls="muted")]
                 for p in path.at_looks()]
         if rows:
-            parts.append(table(["runs per side", "base passed", "applied passed", "drop", "z", "crosses"], rows,
-                               id="monitor-looks"))
+            header = ["look", "base passed", "applied passed", "drop", f"{path.design} z", "bound", "crosses"]
+            parts.append(table(header, rows, id="monitor-looks"))
     else:
-        parts.append(el("p", "No path to draw yet: each side needs a scored run.", cls="muted"))
+        parts.append(el("p", "No path to draw yet: the first look needs runs on both sides.", cls="muted"))
     return join(parts)
+
+
+def _arm_runs(path: MonitorPath) -> str:
+    """What each arm holds, and how a run without a verdict counts in the design."""
+    counted = ("scored runs only: a run without a verdict (a crash) is not seen" if path.design == "seed" else
+               "a run without a verdict (a crash, a no-progress stop) counts as a failure")
+    if path.design == "concurrent":
+        return (f"base {path.base_runs} in the held-back sessions since the apply, applied {path.applied_runs} "
+                f"since; {counted}")
+    return (f"base {path.base_runs} (the newest before the apply, at most {path.config.looks[-1]}), applied "
+            f"{path.applied_runs} since; {counted}")
 
 
 def _detector(spec: AgentSpec) -> Safe:

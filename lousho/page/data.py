@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from lousho.observe.runs.runs_view import newest_runs_query, runs_select
 from lousho.observe.sql import query as sql_api
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from lousho.analysis.monitor import Arm, MonitorConfig
+    from lousho.improve.applied_edit import AppliedEdit
 
 RUN_COLUMNS = (
     "run_id, agent, harness_revision, case_id, status, passed, attempts, started_ns, duration_s, "
@@ -34,8 +40,6 @@ SPANS_PER_PAGE = 500
 MAX_SCORES = 500
 # The run's input, output and error as the page shows them: cut in the query, not after it.
 EXCERPT_CHARS = 2000
-# The monitor's last look: the base side keeps this many runs before the apply.
-LAST_LOOK = 60
 
 
 @dataclass
@@ -191,19 +195,33 @@ def revision_clusters(reader: Reader, agent: str, revisions: list[str]) -> dict[
     return {row["revision"]: row for row in rows}
 
 
-def monitor_outcomes(reader: Reader, agent: str, before: str, after: str,
-                     applied_ns: int) -> tuple[list[bool], list[bool]]:
-    """As the live monitor reads them: the newest ``LAST_LOOK`` scored non-probe runs of ``before`` that
-    started before the apply, and the scored non-probe runs of ``after`` from the apply on (at most
-    ``LAST_LOOK``), each oldest first."""
-    # The kept runs: a derived revision (``auto:``) is no span's, so the spans cannot be narrowed by it.
-    base = reader.rows(
-        "SELECT passed FROM runs "
-        "WHERE agent = ? AND harness_revision = ? AND NOT probe AND passed IS NOT NULL AND started_ns < ? "
-        "ORDER BY started_ns DESC, run_id DESC LIMIT ?", [agent, before, applied_ns, LAST_LOOK])
-    applied = reader.rows(
-        "SELECT passed FROM runs "
-        "WHERE agent = ? AND harness_revision = ? AND NOT probe AND passed IS NOT NULL AND started_ns >= ? "
-        "ORDER BY started_ns, run_id LIMIT ?",
-        [agent, after, applied_ns, LAST_LOOK])
-    return [bool(r["passed"]) for r in reversed(base)], [bool(r["passed"]) for r in applied]
+class ReaderStore:
+    """The page's read cursor as the ``StoreClient`` the live monitor reads through, so the page draws the
+    arms the watcher decides on (``Monitor.arms``), each query under the page's checks and time limit."""
+
+    target = "the page's read cursor"
+
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult:
+        return sql_api.run_query(self._reader.con, query, params, timeout=self._reader.timeout, max_rows=2**62)
+
+    def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        import polars as pl
+
+        frame = pl.from_arrow(self.fetch(query, params).table)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    frame = sql
+
+    def close(self) -> None:
+        """The page closes its reader itself."""
+
+
+def monitor_arms(reader: Reader, agent: str, edit: AppliedEdit, config: MonitorConfig) -> tuple[str, Arm, Arm]:
+    """(the design the watch runs in, the base arm, the applied arm), read as the live monitor reads them."""
+    from lousho.analysis.live_monitor import Monitor
+
+    return Monitor(ReaderStore(reader), agent, edit.before, edit.after, edit.applied_at, config).arms()

@@ -1,4 +1,4 @@
-"""Inline SVG charts for the page: pass rate by revision run after run, the monitor's z path, span bars.
+"""Inline SVG charts for the page: pass rate by revision run after run, the monitor's path, span bars.
 
 Plain SVG with presentation attributes (no ``style``, no script), so the page's CSP holds; every
 label goes through ``esc``. Hover text is an SVG ``<title>``, which browsers show without script.
@@ -7,12 +7,10 @@ label goes through ``esc``. Hover text is an SVG ``<title>``, which browsers sho
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lousho.kernel.monitor_rule import LOOKS
-from lousho.kernel.monitor_rule import Z as BOUNDARY_Z
 from lousho.page.html import COLORS, Safe, el, join, when
 
 if TYPE_CHECKING:  # the run page draws span bars without loading analysis (SciPy)
@@ -86,10 +84,12 @@ def pass_rate_chart(series: Sequence[tuple[str, Sequence[RateBin]]], total: int)
 
 
 def monitor_chart(path: MonitorPath) -> Safe:
-    """The cumulative pooled z (base minus applied) at each run count, the boundary, the looks."""
+    """The design's statistic (``path.statistic``) at each run count, the boundary at the looks, the looks."""
+    boundary = path.config.boundary
+    looks, bounds = boundary.looks, [b for b in boundary.z if math.isfinite(b)]
     zs = [p.z for p in path.points]
-    z_lo, z_hi = min([-3.0, *zs]) - 0.3, max([BOUNDARY_Z + 1.0, *zs]) + 0.3
-    n_max = LOOKS[-1]
+    z_lo, z_hi = min([-3.0, *zs]) - 0.3, max([*(b + 1.0 for b in bounds), 3.0, *zs]) + 0.3
+    n_max = looks[-1]
     plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
 
     def x(n: float) -> float:
@@ -99,31 +99,45 @@ def monitor_chart(path: MonitorPath) -> Safe:
         return _TOP + plot_h * (z_hi - z) / (z_hi - z_lo)
 
     step = 1 if z_hi - z_lo <= 10 else 2 if z_hi - z_lo <= 20 else 5
-    # Integer ticks, but none so close to 0 or the boundary that the labels would overlap.
+    # Integer ticks, but none so close to 0 or a bound that the labels would overlap.
     ticks = [t for t in range(math.ceil(z_lo / step) * step, math.floor(z_hi) + 1, step)
-             if t != 0 and abs(t - BOUNDARY_Z) > 0.4]
+             if t != 0 and all(abs(t - b) > 0.4 for b in bounds)]
     parts = [*(Safe(_line(x(0), y(t), x(n_max), y(t), "#eef0f5") + _text(_LEFT - 6, y(t) + 4, f"{t:g}", "end"))
                for t in ticks),
-             _line(x(0), y(0), x(n_max), y(0), "#9aa3b5"), _text(_LEFT - 6, y(0) + 4, "0", "end"),
-             _line(x(0), y(BOUNDARY_Z), x(n_max), y(BOUNDARY_Z), "#b3261e", stroke_dasharray="6 4",
-                   stroke_width=1.5),
-             _text(_LEFT - 6, y(BOUNDARY_Z) + 4, f"{BOUNDARY_Z}", "end", fill="#b3261e"),
-             _text(x(n_max) - 4, y(BOUNDARY_Z) - 6, "boundary: roll back at a look when z ≥ 2.1 and drop > 0.05",
-                   "end", fill="#b3261e")]
-    for k, look in enumerate(LOOKS, 1):
+             _line(x(0), y(0), x(n_max), y(0), "#9aa3b5"), _text(_LEFT - 6, y(0) + 4, "0", "end")]
+    parts.extend(_boundary(boundary.looks, boundary.z, x, y))
+    drop = f" and drop > {boundary.min_drop:g}" if boundary.min_drop > 0 else ""
+    said = f"{boundary.rule} boundary: roll back when z ≥ it at a look{drop}"
+    parts.append(_text(x(n_max) - 4, _TOP + 12, said, "end", fill="#b3261e"))
+    parts.append(_text(_LEFT + 4, _TOP + 12, path.statistic, "start", fill=COLORS[0]))
+    for k, look in enumerate(looks, 1):
         parts.append(_line(x(look), _TOP, x(look), _H - _BOTTOM, "#dde1ea", stroke_dasharray="2 3"))
         parts.append(_text(x(look), _H - _BOTTOM + 16, f"look {k}: {look}", "end" if look == n_max else "middle"))
-    parts.append(_text(_LEFT + plot_w / 2, _H - 6, "runs per side (cumulative); z of base minus applied pass rate"))
+    parts.append(_text(_LEFT + plot_w / 2, _H - 6, path.run_axis))
     if len(path.points) > 1:
         coords = " ".join(f"{x(p.n):.1f},{y(p.z):.1f}" for p in path.points)
         parts.append(el("polyline", points=coords, fill="none", stroke=COLORS[0], stroke_width=2))
     for p in path.points:
-        at_look = p.n in LOOKS
-        hover = (f"{p.n} runs per side: base {p.base_passes}/{p.n}, applied {p.applied_passes}/{p.n}, "
+        hover = (f"{p.n} base runs: base {p.base_passes}/{p.n}, applied {p.applied_passes}/{p.applied_runs}, "
                  f"drop {p.drop:+.3f}, z {p.z:.2f}")
         parts.append(el("circle", el("title", hover), cx=f"{x(p.n):.1f}", cy=f"{y(p.z):.1f}",
-                        r=5 if at_look else 2, fill="#b3261e" if p.crosses and at_look else COLORS[0]))
-    return _frame(_W, _H, "monitor: cumulative z against the boundary", *parts)
+                        r=5 if p.look else 2, fill="#b3261e" if p.crosses else COLORS[0], data_z=f"{p.z!r}"))
+    return _frame(_W, _H, f"monitor: {path.statistic} against the boundary", *parts)
+
+
+def _boundary(looks: Sequence[int], bounds: Sequence[float], x: Callable[[float], float],
+              y: Callable[[float], float]) -> list[Safe]:
+    """One dashed line where every look has the same bound (the seeds' rule, Pocock); else a bar at each look
+    (O'Brien–Fleming, spending), each labelled with its bound."""
+    colour = "#b3261e"
+    finite = [(look, b) for look, b in zip(looks, bounds, strict=True) if math.isfinite(b)]
+    if len({b for _, b in finite}) == 1:
+        bound = finite[0][1]
+        return [_line(x(0), y(bound), x(looks[-1]), y(bound), colour, stroke_dasharray="6 4", stroke_width=1.5),
+                _text(_LEFT - 6, y(bound) + 4, f"{bound:g}", "end", fill=colour)]
+    width = (x(looks[-1]) - x(0)) / 20
+    return [Safe(_line(x(look) - width, y(b), x(look), y(b), colour, stroke_width=2.5)
+                 + _text(x(look) - width - 4, y(b) + 4, f"{b:.2f}", "end", fill=colour)) for look, b in finite]
 
 
 def span_bar(start_ns: int, duration_ns: int, t0: int, total_ns: int, *, error: bool) -> Safe:

@@ -21,12 +21,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from lousho.analysis.clustered import clustered_interval
+from lousho.analysis.live_monitor import Monitor
 from lousho.analysis.stats import pooled_z
 from lousho.improve import audit
 from lousho.improve.applied_edit import AppliedEdit
 from lousho.improve.state import Paths
 from lousho.observe.client.export import instrument, record_score
 from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.client.store_client import connect
 from lousho.page.agent import edit_that_matters
 from lousho.page.agentdir import read_audit
 from lousho.page.recover import BadRecoverStore, parse_store_url
@@ -291,10 +293,16 @@ def test_an_agent_page_shows_pass_rates_the_monitor_path_and_a_verified_audit_lo
     assert 'id="pass-rate-interval"' in body and "cluster-robust" in body
     assert "<svg" in body and "pass rate by harness revision, by run" in body
     assert "the edit being watched (monitoring)" in body  # state.json's watched edit, under watch
-    # Base 20/20 against applied 11/20 at the first look: drop 0.45, z = 3.55 >= 2.1.
-    assert "roll back at the look at 20 runs per side" in body
+    # No base run since the apply (no holdback): the watch falls back to stratified, by case, as the watcher's
+    # monitor does. Base 20/20 against applied 11/20 at the first look: drop 0.45, rolled back; the page shows
+    # the live monitor's z (the CMH z on one case, not the pooled z).
+    decision = Monitor(connect(site.daemon.url, token=TOKEN), "ledger", "rev-base", "rev-after",
+                       datetime.fromtimestamp(APPLIED_NS / 1e9, UTC)).check()
+    assert (decision.action, decision.design, decision.look) == ("rollback", "stratified", 1)
+    assert "roll back at the look at 20 runs per side" in body and "[stratified by case" in body
     looks = body[body.index('id="monitor-looks"'):]
-    assert f"{pooled_z(20, 20, 11, 20):.2f}" in looks and "20/20" in looks and "11/20" in looks
+    assert f"{decision.z:.2f}" in looks and "20/20" in looks and "11/20" in looks
+    assert f"{decision.z:.2f}" != f"{pooled_z(20, 20, 11, 20):.2f}"
     assert 'id="audit-verdict"' in body and "chain verifies: </strong>4 lines, chain and head match" in body
     # The trigger's CUSUM on the live revision: its 26 runs (25 scored, one without a verdict: a failure to it)
     # are a 1,000-run reference's start, so no threshold yet. The daemon looks every 5 s.

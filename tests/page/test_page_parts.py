@@ -8,17 +8,21 @@ import re
 import subprocess
 import sys
 import urllib.parse
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from daemon_support import get
+from monitor_runs import AGENT, APPLIED_AT, EDIT, DuckStore, watch
 
 import lousho.observe
+from lousho.analysis.live_monitor import Monitor
+from lousho.analysis.monitor import MonitorConfig
 from lousho.analysis.monitor_path import MonitorPath
 from lousho.improve.applied_edit import AppliedEdit
 from lousho.observe.client.process import start_daemon
 from lousho.page.agentdir import watched_edit as page_watched_edit
+from lousho.page.data import Reader
 from lousho.page.recover import parse_store_url
 from lousho.plot.edits import watched_edit as plot_watched_edit
 from lousho.recover import durable
@@ -82,10 +86,48 @@ def test_the_page_and_plot_draw_the_one_monitor_path():
 
     assert plot.MonitorPath is MonitorPath and agent.MonitorPath is MonitorPath
     # The first look (20 runs per side) crosses, 20/20 against 11/20: its dot is drawn in the rollback colour.
-    crossing = svg.monitor_chart(MonitorPath((True,) * 20, (True,) * 11 + (False,) * 9))
-    kept = svg.monitor_chart(MonitorPath((True,) * 20, (True,) * 20))
-    look_dot = re.compile(r'<circle [^>]*r="5" fill="([^"]+)">')
-    assert look_dot.findall(crossing) == ["#b3261e"] and look_dot.findall(kept) != ["#b3261e"]
+    for config in (MonitorConfig(design="seed"), MonitorConfig()):
+        crossing = MonitorPath((True,) * 20, (True,) * 11 + (False,) * 9, config)
+        kept = MonitorPath((True,) * 20, (True,) * 20, config)
+        assert [p.crosses for p in crossing.at_looks()] == [True] and [p.crosses for p in kept.at_looks()] == [False]
+        assert _look_dots(svg.monitor_chart(crossing)) == [("#b3261e", crossing.points[19].z)]
+        assert [fill for fill, _ in _look_dots(svg.monitor_chart(kept))] != ["#b3261e"]
+        assert crossing.statistic in svg.monitor_chart(crossing)  # the chart's title and axis name the statistic
+
+
+@pytest.mark.parametrize("held_back", [True, False], ids=["concurrent", "fallen-back-to-stratified"])
+@pytest.mark.parametrize("applied_rate", [0.75, 0.9], ids=["worse", "as-good"])
+def test_the_page_draws_the_statistic_the_live_monitor_decides_with(held_back, applied_rate, monkeypatch):
+    from lousho.analysis import traffic_model
+    from lousho.page import agent
+
+    # The rates a decision states are simulated (a second each) and are not drawn: only the z is compared here.
+    monkeypatch.setattr(traffic_model, "stated_rates", lambda *args, **kwargs: (0.0, 0.0))
+    con = watch(3, held_back=held_back, applied_rate=applied_rate)
+    decision = Monitor(DuckStore(con), AGENT, EDIT.before, EDIT.after, APPLIED_AT, MonitorConfig()).check(
+        now=APPLIED_AT + timedelta(hours=1))
+    assert decision.design == ("concurrent" if held_back else "stratified") and decision.look is not None
+    body = agent._edit_path(Reader(con.cursor(), 30.0), AGENT, EDIT)
+    dots = _look_dots(body)
+    # The dot the page draws at the deciding look is the watcher's z, to the last bit; so is the table's row.
+    assert dots[decision.look - 1][1] == decision.z
+    assert (dots[decision.look - 1][0] == "#b3261e") == (decision.action == "rollback")
+    looks = body[body.index('id="monitor-looks"'):]
+    row = f"<td class=\"num\">{decision.base_passes}/{decision.runs}</td>" \
+          f"<td class=\"num\">{decision.applied_passes}/{decision.applied_runs}</td>"
+    assert row in looks and f"{decision.z:.2f}" in looks
+    conclusion = body[body.index('id="monitor-conclusion"'):]
+    said = {"rollback": "roll back at the look", "keep": "keep: no look crossed", "continue": "waiting for the look"}
+    assert conclusion.split("</strong>")[0].count(said[decision.action]) == 1
+    label = "concurrent: 20% of sessions held back" if held_back else "stratified by case"
+    assert label in conclusion.split("</p>")[0]
+    assert ("session-clustered z" if held_back else "case-stratified z") in body
+
+
+def _look_dots(svg_text: str) -> list[tuple[str, float]]:
+    """(fill, z) of each look's dot, in look order: the value drawn, as the chart's data-z attribute holds it."""
+    return [(fill, float(z)) for fill, z in re.findall(r'<circle [^>]*r="5" fill="([^"]+)" data-z="([^"]+)">',
+                                                        svg_text)]
 
 
 def _imports(source: Path) -> list[tuple[str, bool]]:

@@ -9,11 +9,12 @@ import struct
 import subprocess
 import sys
 import tomllib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+from monitor_runs import AGENT, APPLIED_AT, EDIT, DuckStore, watch
 
 from lousho.cli import COMMANDS
 
@@ -184,3 +185,37 @@ def test_the_pass_rate_band_is_pass_rates_interval_on_the_runs_so_far() -> None:
             row = mine.row(upto - 1, named=True)
             assert (row["ci_low"], row["ci_high"]) == pytest.approx((expected["ci_low"], expected["ci_high"]),
                                                                     abs=1e-9), (revision, upto)
+
+
+@pytest.mark.parametrize(("design", "held_back", "rate"), [("concurrent", True, 0.75), ("concurrent", False, 0.75),
+                                                         ("concurrent", True, 0.9), ("seed", False, 0.75)])
+def test_the_plotted_path_at_the_deciding_look_is_the_watchers_z(design, held_back, rate, monkeypatch):
+    """`lousho plot monitor` draws the statistic of the design that decides (the concurrent design fallen back to
+    stratified when no session was held back) and its point at the deciding look is the live monitor's z."""
+    from lousho.analysis import traffic_model
+    from lousho.analysis.live_monitor import Monitor
+    from lousho.analysis.monitor import MonitorConfig
+    from lousho.plot.monitor_plot import draw_monitor, monitor_path
+
+    # The stated rates are simulated (a second each) and only printed in the title: not what is compared here.
+    monkeypatch.setattr(traffic_model, "stated_rates", lambda *args, **kwargs: (0.0, 0.0))
+    con = watch(5, held_back=held_back, applied_rate=rate)
+    config, now = MonitorConfig(design=design), APPLIED_AT + timedelta(hours=1)
+    monitor = monitor_path(DuckStore(con), AGENT, EDIT, config, now=now)
+    watcher = Monitor(DuckStore(con), AGENT, EDIT.before, EDIT.after, APPLIED_AT, config).check(now)
+    fields = ("action", "design", "look", "runs", "applied_runs", "base_passes", "applied_passes", "z", "bound",
+              "reason", "false_alarm", "power")
+    assert [getattr(monitor.decision, f) for f in fields] == [getattr(watcher, f) for f in fields]
+    ran = design if held_back or design == "seed" else "stratified"
+    assert monitor.path.design == watcher.design == ran
+    figure = draw_monitor(monitor)
+    axes = figure.axes[1]
+    line = next(line for line in axes.get_lines() if line.get_gid() == "statistic")
+    x, y = list(line.get_xdata()), list(line.get_ydata())
+    assert y[x.index(watcher.runs)] == watcher.z  # the same float
+    looks = next(c for c in axes.collections if c.get_gid() == "looks").get_offsets()
+    assert watcher.z in looks[:, 1] and watcher.runs in looks[:, 0]
+    assert line.get_label() == monitor.path.statistic
+    assert {"concurrent": "session-clustered z", "stratified": "case-stratified z", "seed": "pooled z"}[ran] in \
+        line.get_label() and axes.get_ylabel() in line.get_label()
+    assert monitor.path.design_label in figure.get_suptitle()

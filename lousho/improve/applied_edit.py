@@ -7,9 +7,13 @@ of the audit log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lousho.analysis.live_monitor import Monitor
+    from lousho.analysis.monitor import MonitorConfig
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,22 @@ class AppliedEdit:
     status: str | None
     reason: str | None
     source: str
+    # The monitor's design the watch recorded and the share of sessions held back on the base (None: no
+    # holdback); None for an audit line and for an edit watched before the loop recorded them.
+    design: str | None = None
+    holdback: float | None = None
+
+    def monitor(self, store: Any, agent: str, config: MonitorConfig | None = None) -> Monitor:
+        """The live monitor on this edit as its watcher builds it (improve/watcher.py): the recorded design and
+        holdback unless ``config`` names a design, so the page and the plot show the decision the loop makes."""
+        from lousho.analysis.live_monitor import Monitor
+        from lousho.analysis.monitor import HOLDBACK, MonitorConfig
+
+        config = config or MonitorConfig(design=self.design or "concurrent")
+        if self.design is not None and config.design == self.design:
+            config = replace(config, holdback=self.holdback or HOLDBACK)
+        return Monitor(store, agent, self.before, self.after, self.applied_at, config,
+                       holdback=self.holdback is not None and config.design == "concurrent")
 
     @property
     def applied_ns(self) -> int:
@@ -43,5 +63,9 @@ def edit_from(doc: dict[str, Any], at: Any, source: str) -> AppliedEdit | None:
         return None
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     status, reason = doc.get("status"), doc.get("reason")
+    design, holdback = doc.get("design"), doc.get("holdback")
     return AppliedEdit(before, after, moment, str(status) if status is not None else None,
-                       str(reason) if reason is not None else None, source)
+                       str(reason) if reason is not None else None, source,
+                       design if design in ("concurrent", "stratified", "seed") else None,
+                       float(holdback) if isinstance(holdback, int | float) and not isinstance(holdback, bool)
+                       and 0 < holdback < 1 else None)

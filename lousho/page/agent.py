@@ -153,7 +153,7 @@ def edit_that_matters(watched: AppliedEdit | None, edits: list[tuple[int, Applie
 def _edit_path(reader: Reader, name: str, edit: AppliedEdit) -> Safe:
     # The watcher's config (its design, rule and looks), on the arms its monitor reads: the path drawn is the
     # statistic of the design that decides, and a concurrent watch without held-back runs shows as stratified.
-    config = MonitorConfig()
+    config = MonitorConfig(design=edit.design or "concurrent")
     path = MonitorPath.of_arms(monitor_arms(reader, name, edit, config), config)
     info = dl({
         "edit": join([el("code", edit.before), " → ", el("code", edit.after)]),

@@ -221,7 +221,6 @@ class ReaderStore:
 
 
 def monitor_arms(reader: Reader, agent: str, edit: AppliedEdit, config: MonitorConfig) -> tuple[str, Arm, Arm]:
-    """(the design the watch runs in, the base arm, the applied arm), read as the live monitor reads them."""
-    from lousho.analysis.live_monitor import Monitor
-
-    return Monitor(ReaderStore(reader), agent, edit.before, edit.after, edit.applied_at, config).arms()
+    """(the design the watch runs in, the base arm, the applied arm), read as the live monitor reads them, with
+    the design and holdback the watch recorded (``AppliedEdit.monitor``)."""
+    return edit.monitor(ReaderStore(reader), agent, config).arms()

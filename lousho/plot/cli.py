@@ -37,11 +37,12 @@ def plot() -> None:
               help="Draw the audit log's apply of this revision instead of the watched edit in .lousho/state.json.")
 @click.option("--rule", type=click.Choice(RULES), default="seed", show_default=True,
               help="The boundary to draw and decide with (every rule but seed at one-sided 0.05).")
-@click.option("--design", type=click.Choice(DESIGNS), default="concurrent", show_default=True,
-              help="The monitor's comparison, as the watcher runs it: concurrent (the held-back sessions; "
-                   "stratified when none ran), stratified (by case, the base runs before the apply) or seed.")
+@click.option("--design", type=click.Choice(DESIGNS), default=None,
+              help="The monitor's comparison (default: the one the watch recorded, else concurrent): concurrent "
+                   "(the held-back sessions; stratified when none ran), stratified (by case, the base runs before "
+                   "the apply) or seed.")
 def monitor(agent_dir: Path, out: Path, observe: str | None, db: Path | None, token: str | None,
-            revision: str | None, rule: str, design: str) -> None:
+            revision: str | None, rule: str, design: str | None) -> None:
     """The watched edit of AGENT_DIR: each arm's pass rate, and the statistic of the design that decides (the
     session-clustered z of a concurrent watch, the case-stratified z of a stratified one, the seeds' pooled z)
     against the boundary at the looks (20/40/60 runs by default)."""
@@ -58,7 +59,7 @@ def monitor(agent_dir: Path, out: Path, observe: str | None, db: Path | None, to
     agent = agent_name(agent_dir)
     # The watcher's own monitor settings, so the plot shows the decision the loop makes.
     max_age = timedelta(days=load_config(Paths(agent_dir)).monitor_max_age_days)
-    config = MonitorConfig(rule=rule, max_age=max_age, design=design)
+    config = MonitorConfig(rule=rule, max_age=max_age, design=design or edit.design or "concurrent")
     store = _monitor_store(observe, db, token)
     try:
         monitor = monitor_path(store, agent, edit, config)

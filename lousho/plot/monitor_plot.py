@@ -17,7 +17,6 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lousho.analysis.live_monitor import Monitor
 from lousho.analysis.monitor import MonitorConfig, MonitorDecision, decide
 from lousho.analysis.monitor_path import MonitorPath
 from lousho.improve.applied_edit import AppliedEdit
@@ -44,7 +43,7 @@ def monitor_path(store: StoreClient, agent: str, edit: AppliedEdit, config: Moni
     """Read both arms once, as the live monitor does, and decide on them; NoRuns when an arm has no run its
     design compares."""
     config = config or MonitorConfig()
-    monitor = Monitor(store, agent, edit.before, edit.after, edit.applied_at, config)
+    monitor = edit.monitor(store, agent, config)
     path = MonitorPath.of_arms(monitor.arms(), config)
     if not path.base_runs or not path.applied_runs:
         where = "in the held-back sessions since the apply" if path.design == "concurrent" else "before the apply"

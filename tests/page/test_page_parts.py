@@ -158,3 +158,31 @@ def test_the_daemon_alone_loads_none_of_the_page_analysis_or_improve():
             f"print(sorted(m for m in sys.modules if m.startswith({NOT_FROM_OBSERVE!r})))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_the_page_and_plot_build_the_monitor_the_watch_recorded(monkeypatch):
+    """A watch that holds sessions back on the base waits for them, as its watcher does, instead of falling back
+    to the stratified design the moment no held-back run has come; an edit with no recorded design does."""
+    from dataclasses import replace
+
+    from lousho.analysis import traffic_model
+    from lousho.page import agent
+
+    monkeypatch.setattr(traffic_model, "stated_rates", lambda *args, **kwargs: (0.0, 0.0))
+    con = watch(3, held_back=False)
+    # The agent calls the router, and no session has been held back yet.
+    con.execute("UPDATE runs SET traffic_arm = 'candidate' WHERE harness_revision = ?", [EDIT.after])
+    held = replace(EDIT, design="concurrent", holdback=0.2)
+    now = APPLIED_AT + timedelta(hours=1)
+    # The watcher's own monitor (improve/watcher.py) on this watch: waiting for the held-back sessions.
+    watcher = Monitor(DuckStore(con), AGENT, EDIT.before, EDIT.after, APPLIED_AT,
+                      MonitorConfig(design="concurrent", holdback=0.2), holdback=True).check(now=now)
+    assert (watcher.design, watcher.action, watcher.look) == ("concurrent", "continue", None)
+    recorded = held.monitor(DuckStore(con), AGENT).check(now=now)
+    assert (recorded.design, recorded.action, recorded.design_note) == (
+        watcher.design, watcher.action, watcher.design_note)
+    assert "waiting for held-back runs" in recorded.design_note
+    assert EDIT.monitor(DuckStore(con), AGENT).check(now=now).design == "stratified"
+    # The page says which: the concurrent watch with its share, not a stratified path.
+    body = agent._edit_path(Reader(con.cursor(), 30.0), AGENT, held)
+    assert "stratified by case" not in body and "concurrent: 20% of sessions held back" in body

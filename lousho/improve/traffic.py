@@ -108,10 +108,7 @@ def start(paths: Paths, base: Harness, candidate: Harness, agent_dir: Path, *, s
     root = Path(agent_dir)
     _check_start(paths, base, candidate, root, share, max_sessions)
     with locked(root):
-        current = read_traffic(root)
-        if current is not None and current["status"] == RUNNING:
-            raise TrafficRunning(f"{paths.traffic}: a {current.get('kind', CANARY)} of "
-                                 f"{current.get('candidate_revision')} is running")
+        _refuse_running(paths, root)
         # <revision>/<the agent directory's own name>: an agent without a name in agent.toml is named after
         # its folder, so the candidate's runs carry the same agent name as the base's.
         relative = CANDIDATES_DIR / candidate.revision / root.resolve().name
@@ -126,6 +123,14 @@ def start(paths: Paths, base: Harness, candidate: Harness, agent_dir: Path, *, s
             "candidate_revision": candidate.revision, "agent": _agent_name(root), "proposal_id": proposal_id,
             "started_at": iso(now_utc()), "finished_at": None,
         })
+
+
+def _refuse_running(paths: Paths, root: Path) -> None:
+    """One split at a time: a canary or a holdback already routing sessions refuses a second (under the lock)."""
+    current = read_traffic(root)
+    if current is not None and current["status"] == RUNNING:
+        raise TrafficRunning(f"{paths.traffic}: a {current.get('kind', CANARY)} of "
+                             f"{current.get('candidate_revision')} is running")
 
 
 def start_holdback(paths: Paths, base: Harness, applied: Harness, agent_dir: Path, *, share: float,
@@ -149,10 +154,7 @@ def start_holdback(paths: Paths, base: Harness, applied: Harness, agent_dir: Pat
     if on_disk != applied.revision:
         raise TrafficInvalid(f"{root} holds harness {on_disk}, not the applied {applied.revision}")
     with locked(root):
-        current = read_traffic(root)
-        if current is not None and current["status"] == RUNNING:
-            raise TrafficRunning(f"{paths.traffic}: a {current.get('kind', CANARY)} of "
-                                 f"{current.get('candidate_revision')} is running")
+        _refuse_running(paths, root)
         relative = CANDIDATES_DIR / base.revision / root.resolve().name
         target = root / relative
         # A copy of this revision already there (a promoted canary's base, an earlier holdback) is kept: its

@@ -67,24 +67,20 @@ def _monitors(rows: Sequence[dict[str, Any]]) -> str:
     return _named(rows, "monitors", "no monitor verdict in these rows names its design")
 
 
-def _named(rows: Sequence[dict[str, Any]], field: str, missing: str) -> str:
-    """What the attempts recorded in ``field`` (a list of names per attempt), each with its attempts."""
+def _named(rows: Sequence[dict[str, Any]], field: str, missing: str, shown: dict[str, str] | None = None) -> str:
+    """What the attempts recorded in ``field`` (a list of names per attempt), each with its attempts; ``shown``
+    renames a recorded name for the reader."""
     attempts = of_kind(rows, "attempt")
     seen = sorted({name for r in attempts for name in r.get(field, [])})
     if not seen:
         return f"not recorded ({missing})"
     counts = {name: sum(name in r.get(field, []) for r in attempts) for name in seen}
-    return ", ".join(f"{name} ({n} attempts)" for name, n in counts.items())
+    return ", ".join(f"{(shown or {}).get(name, name)} ({n} attempts)" for name, n in counts.items())
 
 
 def _cost_units(rows: Sequence[dict[str, Any]]) -> str:
     """The units the proposals' cost rules compared: usd where every run had a price, else tokens."""
-    attempts = of_kind(rows, "attempt")
-    seen = sorted({u for r in attempts for u in r.get("cost_units", [])})
-    if not seen:
-        return "not recorded (no proposal in these rows records its cost rule)"
-    counts = {u: sum(u in r.get("cost_units", []) for r in attempts) for u in seen}
-    return ", ".join(f"{'dollars' if u == 'usd' else 'tokens'} ({n} attempts)" for u, n in counts.items())
+    return _named(rows, "cost_units", "no proposal in these rows records its cost rule", {"usd": "dollars"})
 
 
 def _models(rows: Sequence[dict[str, Any]], bar: Bar) -> str:

@@ -18,10 +18,11 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from lousho.observe.config import DaemonConfig
 from lousho.observe.decode import otlp_native
 from lousho.observe.decode.otlp_decode import BadPayload
-from lousho.observe.errors import StoreDiskFull, bind_error
+from lousho.observe.errors import StoreCorrupt, StoreDiskFull, bind_error
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.http_layers import bearer_matches
 from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.spool import KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -50,12 +51,15 @@ class _TraceService:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self._metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
-            future = self._writer.submit(batch, nbytes)
-            del batch  # the writer holds it until the commit; the ack needs only the counts
+            future = self._writer.submit(batch, nbytes, body, KIND_PROTOBUF)
+            del batch, body  # the spool and the loader hold them now; the ack needs only the counts
         except (QueueFull, ShuttingDown):
             self._refuse(context)
         try:
             future.result()
+        except StoreCorrupt as e:
+            self._metrics.mark_store_damaged(e)
+            context.abort(grpc.StatusCode.INTERNAL, f"{e.code}: {e.message}; {e.hint}")
         except StoreDiskFull as e:
             self._metrics.add(requests_refused_disk_full=1)
             self._retry_later(context)

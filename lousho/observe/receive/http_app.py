@@ -38,6 +38,7 @@ from lousho.observe.sql.sql_csv import csv_text
 from lousho.observe.sql.sql_json import row_keys, rows_json
 from lousho.observe.sql.sql_pool import SqlPool, Ticket
 from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
@@ -93,11 +94,10 @@ def build_app(
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
-        del body  # decoded: from here to the ack only the Arrow batch is held
         metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
         try:
-            future = writer.submit(batch, size)
-            del batch  # the writer holds it until the commit; the ack needs only the counts
+            future = writer.submit(batch, size, body, KIND_JSON if decoder is decode_json else KIND_PROTOBUF)
+            del batch, body  # the spool and the loader hold them now; the ack needs only the counts
         except (QueueFull, ShuttingDown):
             return _unavailable(request, config, metrics)
         try:
@@ -143,7 +143,9 @@ def build_app(
         accept = request.headers.get("accept", "")
         media_type = ARROW_STREAM if ARROW_STREAM in accept else CSV if CSV in accept else "application/json"
 
-        def run() -> tuple[bytes, bool, int]:
+        def run() -> tuple[bytes, bool, int, float]:
+            # Read your acks: the query sees every request acked before it arrived, or says how far behind it is.
+            lag = writer.wait_loaded(config.read_wait_s)
             con: duckdb.DuckDBPyConnection = reader_factory()
             try:
                 result = sql_api.run_query(
@@ -155,14 +157,14 @@ def build_app(
                 con.close()
             # Encoded here, on the SQL worker: a million rows must not stall the event loop.
             encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
-            return encode(result), result.truncated, result.table.num_rows
+            return encode(result), result.truncated, result.table.num_rows, lag
 
         try:
             ticket = sql_pool.admit()
         except SqlBusy as e:
             return _error(request, 503, e.code, e.message, e.hint, retry_after=config.retry_after_s)
         try:
-            body, truncated, rows = await sql_pool.run(run)
+            body, truncated, rows, lag = await sql_pool.run(run)
         except ObserveError as e:
             ticket.release()
             return _error(request, 413 if isinstance(e, SqlTooLarge) else 400, e.code, e.message, e.hint)
@@ -175,7 +177,7 @@ def build_app(
                           f"the encoded answer passed the {config.sql_query_memory} bytes one query may hold",
                           "narrow the query (WHERE, fewer columns, LIMIT) or ask for Arrow")
         ticket.hold(len(body))
-        headers = {"x-lousho-rows": str(rows)}
+        headers = {"x-lousho-rows": str(rows), "x-lousho-lag-ms": str(round(lag * 1000))}
         if truncated:
             headers["x-lousho-truncated"] = "true"
         return _HeldAnswer(body, ticket, media_type=media_type, headers=headers)

@@ -224,6 +224,10 @@ typedef struct {
     PyObject *out;          /* the Decoded, handed to the tail */
     PyObject *errors;       /* Decoded.errors */
     long rejected;
+    int check;              /* check(): the same walk and counts, but no column, resource or score row built */
+    Py_ssize_t max_errors;  /* check(): the messages of rejected spans kept (error_message shows the first few) */
+    PyObject *clear;        /* check(): the lists of the Python step's scratch Decoded, emptied after each span */
+    long rows, score_rows;  /* check(): accepted spans and their score rows */
     PyObject *service;      /* of the current resource */
     PyObject *resource_key; /* of the current resource: Decoded.add_resource's key for its JSON */
     PyObject *scope;

@@ -25,7 +25,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from lousho.observe.decode import native_ext, otlp_decode, otlp_native
-from lousho.observe.decode.otlp_decode import Decoded
+from lousho.observe.decode.otlp_decode import Checked, Decoded
 
 _otlp_json = native_ext.load("_otlp_json")
 
@@ -57,6 +57,18 @@ def decode_json(body: bytes) -> Decoded:
     return otlp_native.decode_protobuf(wire)
 
 
+def check_json(body: bytes) -> Checked:
+    """What ``decode_json`` would report for ``body``, or the BadPayload it would raise, building no rows when
+    the body transcodes: the check then holds the body and its protobuf wire bytes (smaller than the JSON).
+    A body handed to the reference is decoded there and its rows dropped."""
+    if not AVAILABLE:
+        raise RuntimeError("the native decoders are not built: pip install -e . builds them")
+    wire = _otlp_json.transcode(body)
+    if wire is None:
+        return otlp_decode.check_json(body)
+    return otlp_native.check_protobuf(wire)
+
+
 def path_counts() -> dict[str, int]:
     """Bodies since import that were transcoded, and that went to the reference."""
     return dict(_otlp_json.stats()) if AVAILABLE else {}
@@ -65,3 +77,8 @@ def path_counts() -> dict[str, int]:
 def json_decoder() -> Callable[[bytes], Decoded]:
     """The decoder the daemon runs for OTLP/JSON: this one when built, else the reference."""
     return decode_json if AVAILABLE else otlp_decode.decode_json
+
+
+def json_checker() -> Callable[[bytes], Checked]:
+    """The check to run on an OTLP/JSON body before acking it: ``check_json`` when built, else the reference's."""
+    return check_json if AVAILABLE else otlp_decode.check_json

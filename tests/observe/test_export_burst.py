@@ -1,6 +1,6 @@
 """A 20,000-span burst from one agent process through instrument() and the real OTLP/HTTP exporter: no span lost.
 
-At the SDK's defaults the same burst loses 20-30% of its spans even to a receiver that acks at once
+At the SDK's defaults the same burst loses thousands of its spans even to a receiver that acks at once
 (docs/observe.md, "Bursts"). The burst goes first to an instant-ack control receiver, then to a real daemon:
 a loss at the control is the client's own, a loss at the daemon only is the receiver's.
 """

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from lousho.observe import instrument
-from lousho.observe.client.export import BatchSettings
+from lousho.observe.client.export import BATCH_SETTINGS, BatchSettings
 
+ROOT = Path(__file__).resolve().parents[2]
 VARIABLES = ("OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "OTEL_BSP_SCHEDULE_DELAY",
              "OTEL_BSP_EXPORT_TIMEOUT")
 
@@ -73,3 +77,9 @@ def test_a_variable_the_user_set_wins_over_lousho_for_its_setting_only(clean_env
 def test_arguments_leave_to_the_sdk_exactly_the_variables_the_environment_sets(environ, arguments):
     assert BatchSettings().arguments(environ) == arguments
 
+
+def test_the_documented_variables_are_the_helpers_settings():
+    """docs/observe.md tells users of a plain SDK setup what to export: the same values instrument() uses."""
+    doc = (ROOT / "docs" / "observe.md").read_text()
+    exported = dict(re.findall(r"^export (OTEL_BSP_\w+)=(\S+)$", doc, re.MULTILINE))
+    assert exported == BATCH_SETTINGS.environment()

@@ -19,7 +19,7 @@ dropped on its own (its encoder runs in the agent's process, on the agent's GIL)
 spans created, stored, lost, how deep the SDK's queue was when the burst ended, how long creating took,
 and the machine's load average; medians over ``--repeats``, beside the goals: at the SDK's defaults the
 daemon stores at least 97% of what the control got; with the helper or the documented variables, every
-span, each time.
+span, each time. First, in this process, what one span of the burst costs while it waits in the queue.
 
 Not a timed test: run by hand. Everything it starts is stopped in ``finally``; traffic stays on 127.0.0.1.
 """
@@ -27,6 +27,7 @@ Not a timed test: run by hand. Everything it starts is stopped in ``finally``; t
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 import urllib.request
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -77,15 +79,10 @@ def _provider(mode: str, protocol: str, endpoint: str, service: str) -> Any:
     return provider
 
 
-def child(mode: str, protocol: str, endpoint: str, service: str, spans: int) -> None:
-    """The agent: one process. Prints what it did as one JSON line."""
+def make_spans(tracer: Any, service: str, spans: int) -> int:
+    """The burst: ``spans`` GenAI spans, as fast as this process can make them. Returns how many it made."""
     from opentelemetry.trace import SpanKind
 
-    provider = _provider(mode, protocol, endpoint, service)
-    # The SDK's queue, read once when the burst ends: how much of the burst was still waiting to be sent.
-    queue = provider._active_span_processor._span_processors[0]._batch_processor._queue
-    tracer = provider.get_tracer("lousho.burst")
-    started = time.perf_counter()
     made = 0
     run = 0
     while made < spans:
@@ -110,11 +107,54 @@ def child(mode: str, protocol: str, endpoint: str, service: str, spans: int) -> 
                 }):
                     made += 1
         run += 1
+    return made
+
+
+def child(mode: str, protocol: str, endpoint: str, service: str, spans: int) -> None:
+    """The agent: one process. Prints what it did as one JSON line."""
+    provider = _provider(mode, protocol, endpoint, service)
+    # The SDK's queue, read once when the burst ends: how much of the burst was still waiting to be sent.
+    queue = provider._active_span_processor._span_processors[0]._batch_processor._queue
+    tracer = provider.get_tracer("lousho.burst")
+    started = time.perf_counter()
+    made = make_spans(tracer, service, spans)
     created_s = time.perf_counter() - started
     queued = len(queue)
     provider.shutdown()
     print(json.dumps({"created": made, "create_seconds": created_s, "queued_at_end": queued,
                       "flushed_seconds": time.perf_counter() - started}), flush=True)
+
+
+def queued_span_bytes(spans: int) -> float:
+    """What one span of the burst costs while it waits in the SDK's queue: the burst's spans, each kept as
+    the queue keeps it (the ended ``ReadableSpan``), the Python heap's growth per span (tracemalloc)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+
+    class Keep(SpanProcessor):
+        def __init__(self) -> None:
+            self.spans: list[ReadableSpan] = []
+
+        def on_end(self, span: ReadableSpan) -> None:
+            self.spans.append(span)
+
+    keep = Keep()
+    provider = TracerProvider(resource=Resource.create({"service.name": "burst-memory"}))
+    provider.add_span_processor(keep)
+    tracer = provider.get_tracer("lousho.burst")
+    make_spans(tracer, "warm-up", 1_000)  # first-use allocations (attribute interning, caches) left out
+    keep.spans.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        made = make_spans(tracer, "burst-memory", spans)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(keep.spans) == made
+    return grown / made
 
 
 class Control:
@@ -246,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         mode, protocol, endpoint, service, spans = args.child
         child(mode, protocol, endpoint, service, int(spans))
         return 0
+    span_bytes = queued_span_bytes(args.spans)
+    common.say(args.json, f"a queued span of the burst costs {span_bytes:,.0f} bytes: a full queue of "
+               f"{BATCH_SETTINGS.max_queue_size:,} holds {span_bytes * BATCH_SETTINGS.max_queue_size / 2**20:,.0f} MiB")
     bursts: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="lousho-burst-") as tmp:
         daemon = start_daemon(Path(tmp) / "observe.duckdb")
@@ -275,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = summarise(bursts, args.spans)
     doc = {"spans_per_burst": args.spans, "decoder": decoder, "bursts": bursts, "summary": summary,
-           "documented_variables": BATCH_SETTINGS.environment(), "command": common.reproduce_command()}
+           "documented_variables": BATCH_SETTINGS.environment(), "queued_span_bytes": round(span_bytes),
+           "command": common.reproduce_command()}
     if args.json:
         common.emit_json(doc)
     else:

@@ -27,13 +27,14 @@ class BatchSettings:
     process"): at the SDK's defaults a 20,000-span burst from one process loses 13-31% of its spans even
     to a receiver that acks at once, because the SDK's encoder shares the agent's GIL and its queue of
     2,048 fills in about 0.1 s. A span waiting in the queue costs about 2.8 KB (a small GenAI span of the
-    burst, measured with tracemalloc; a span that carries a prompt costs that much more).
+    burst; the benchmark measures it first, with tracemalloc; a span that carries a prompt costs that much more).
     """
 
     # Holds a whole 20,000-span burst even if no export is acked while it lasts (a busy machine, a daemon
-    # restarting), with room to spare: the deepest queue measured at the end of a burst was 14,880 spans
-    # (to the daemon that acks after its commit). Full, it holds ~88 MiB of such spans; the deque grows
-    # only with what is waiting, so an agent whose receiver keeps up pays nothing for the size.
+    # restarting), with room to spare: the deepest queue measured at the end of a burst was 15,392 spans
+    # (to the daemon that acks after its commit, at load 5 on two cores). Full, it holds ~88 MiB of such
+    # spans; the deque grows only with what is waiting, so an agent whose receiver keeps up pays nothing
+    # for the size.
     max_queue_size: int = 32_768
     # The SDK's own. Batches of 1,024 or 2,048 left 15-25% fewer spans queued when the burst ended but
     # stored no more once the queue holds the burst, and they double or quadruple the largest request,

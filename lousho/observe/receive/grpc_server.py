@@ -21,7 +21,7 @@ from lousho.observe.decode.otlp_decode import BadPayload
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull, bind_error
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.http_layers import bearer_matches
-from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.span_store import accept_for_store
 from lousho.observe.store.spool import KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
@@ -35,6 +35,7 @@ class _TraceService:
         self._metrics = metrics
         self._expected = config.token.encode() if config.token else None
         self._decode = otlp_native.protobuf_decoder()
+        self._check = otlp_native.protobuf_checker()
 
     def export(self, body: bytes, context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
         if self._expected is not None:
@@ -45,7 +46,7 @@ class _TraceService:
         if not self._writer.has_room(nbytes):
             self._refuse(context)
         try:
-            decoded, batch = decode_for_store(self._decode, body)
+            decoded, batch = accept_for_store(self._decode, self._check, body)
         except BadPayload as e:
             self._metrics.add(requests_bad=1)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))

@@ -37,7 +37,7 @@ from lousho.observe.sql import query as sql_api
 from lousho.observe.sql.sql_csv import csv_text
 from lousho.observe.sql.sql_json import row_keys, rows_json
 from lousho.observe.sql.sql_pool import SqlPool, Ticket
-from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.span_store import accept_for_store
 from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
@@ -72,6 +72,8 @@ def build_app(
     (the web page, which the CLI builds: observe imports no other part), with its own token layer."""
     decode_protobuf = otlp_native.protobuf_decoder()
     decode_json = otlp_json_native.json_decoder()
+    check_protobuf = otlp_native.protobuf_checker()
+    check_json = otlp_json_native.json_checker()
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type", "")
@@ -88,8 +90,9 @@ def build_app(
         if not writer.has_room(size):
             return _unavailable(request, config, metrics)
         decoder = decode_json if base == "application/json" else decode_protobuf
+        checker = check_json if base == "application/json" else check_protobuf
         try:
-            decoded, batch = await run_in_threadpool(decode_for_store, decoder, body)
+            decoded, batch = await run_in_threadpool(accept_for_store, decoder, checker, body)
         except BadPayload as e:
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),

@@ -30,7 +30,7 @@ from pathlib import Path
 import duckdb
 
 from lousho.observe.decode import otlp_json_native, otlp_native
-from lousho.observe.decode.otlp_decode import BadPayload, Decoded
+from lousho.observe.decode.otlp_decode import BadPayload, Checked, Decoded
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull
 from lousho.observe.metrics import Metrics
 from lousho.observe.store import faults
@@ -82,7 +82,8 @@ class ShuttingDown(Exception):
 @dataclass
 class _Item:
     record: Record
-    batch: ArrowBatch | None  # None: on disk only, decoded again from the spool when loaded
+    # The decoded rows; or the body, decoded by the loader (a large one); or None: on disk only, read back.
+    batch: ArrowBatch | bytes | None
     nbytes: int  # of memory this item holds against ``capacity_bytes``
 
 
@@ -155,14 +156,15 @@ class Writer:
         # A full disk is not "no room" here: ``submit`` refuses the request with the disk's own (coded) error.
         return self._spool.has_room(nbytes)
 
-    def submit(self, batch: Decoded | ArrowBatch, nbytes: int, body: bytes | None = None,
+    def submit(self, batch: Decoded | ArrowBatch | Checked, nbytes: int, body: bytes | None = None,
                kind: int = KIND_PROTOBUF) -> Future[Record | None]:
         """Spool a decoded request's ``body``; the future resolves once it is durable (the ack).
 
-        Pass the ``ArrowBatch`` (``store.decode_for_store``) from the decoding thread: a Decoded is converted
-        here, in the caller's thread. Raises QueueFull or ShuttingDown; nothing is spooled then. A full disk
+        Pass the ``ArrowBatch`` (``store.accept_for_store``) from the decoding thread: a Decoded is converted
+        here, in the caller's thread. A Checked (a large body, not decoded yet) has the loader decode the body.
+        Raises QueueFull or ShuttingDown; nothing is spooled then. A full disk
         or a damaged store fail the future (StoreDiskFull, StoreCorrupt)."""
-        if not isinstance(batch, ArrowBatch):
+        if isinstance(batch, Decoded):
             batch = arrow_batch(batch)
         future: Future[Record | None] = Future()
         if batch.span_count == 0:
@@ -179,9 +181,10 @@ class Writer:
                 raise ShuttingDown("the daemon is shutting down")
         if not self._spool.has_room(nbytes):
             raise QueueFull(f"the spool is full ({self._spool.bytes} of {self._spool.capacity} bytes)")
-        return self._spool.append(body, kind, batch)  # type: ignore[return-value]
+        payload = body if isinstance(batch, Checked) else batch  # the loader decodes a large body itself
+        return self._spool.append(body, kind, payload)  # type: ignore[return-value]
 
-    def _durable(self, records: list[tuple[Record, ArrowBatch | None]]) -> None:
+    def _durable(self, records: list[tuple[Record, ArrowBatch | bytes | None]]) -> None:
         """From the spool's thread, after a sync and before the acks: queue the records for loading."""
         with self._cond:
             for record, batch in records:
@@ -191,7 +194,7 @@ class Writer:
                     self._metrics.add(spool_spilled=1)
                 self._queue.append(_Item(record, batch, nbytes))
                 self._queued_bytes += nbytes
-                self._queued_spans += batch.span_count if batch is not None else 1
+                self._queued_spans += batch.span_count if isinstance(batch, ArrowBatch) else 1
             self._metrics.queue_bytes = self._queued_bytes
             self._metrics.spool_bytes = self._spool.bytes
             self._cond.notify_all()
@@ -355,16 +358,16 @@ class Writer:
             while self._queue and (not taken or spans < self._max_batch_spans):
                 item = self._queue.popleft()
                 taken.append(item)
-                spans += item.batch.span_count if item.batch is not None else 1
+                spans += item.batch.span_count if isinstance(item.batch, ArrowBatch) else 1
             return taken
 
     def _batch(self, item: _Item) -> ArrowBatch | None:
         """The item's batch, decoded again from the spool when it was kept on disk only; None when the
         record cannot be read or decoded (set aside, counted)."""
-        if item.batch is not None:
+        if isinstance(item.batch, ArrowBatch):
             return item.batch
         try:
-            body = self._spool.read(item.record)
+            body = item.batch if item.batch is not None else self._spool.read(item.record)
             decode = self._decode_json if item.record.kind == KIND_JSON else self._decode_protobuf
             return arrow_batch(decode(body), consume=True)
         except (OSError, ValueError, BadPayload) as e:
@@ -430,11 +433,12 @@ class Writer:
     def _loaded(self, items: list[_Item], inserted: int, duplicates: int, seconds: float) -> None:
         now = time.monotonic_ns()
         lags = [(now - item.record.accepted_ns) / 1e9 for item in items]
-        spans = sum(item.batch.span_count if item.batch is not None else 0 for item in items)
+        spans = sum(item.batch.span_count if isinstance(item.batch, ArrowBatch) else 0 for item in items)
         with self._cond:
             self._loaded_seq = items[-1].record.seq
             self._queued_bytes -= sum(item.nbytes for item in items)
-            self._queued_spans -= sum(item.batch.span_count if item.batch is not None else 1 for item in items)
+            self._queued_spans -= sum(item.batch.span_count if isinstance(item.batch, ArrowBatch) else 1
+                                      for item in items)
             self._metrics.queue_bytes = self._queued_bytes
             self._cond.notify_all()
         self._metrics.observe_commit(seconds)

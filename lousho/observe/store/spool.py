@@ -248,14 +248,14 @@ class Spool:
                 group, self._pending = self._pending, []
                 release_to, self._release_to = self._release_to, None
                 closing = self._closing
+            if release_to is not None:
+                self._delete_loaded(release_to)  # first: the group below may then begin a new segment
             if group:
                 try:
                     self._write(group)
                 finally:
                     with self._cond:
                         self._pending_bytes -= sum(len(p.body) + _HEADER.size for p in group)
-            if release_to is not None:
-                self._delete_loaded(release_to)
             if closing and not group:
                 break
         if self._fd is not None:

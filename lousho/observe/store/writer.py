@@ -116,6 +116,7 @@ class Writer:
         self._cond = threading.Condition()
         self._closing = False
         self._readers_waiting = 0
+        self._loading_since: int | None = None  # accepted_ns of the oldest record being loaded now
         self._since_checkpoint = 0  # bytes loaded since the last checkpoint
         self._compact_every_s = compact_every_s
         self._compacted_at = time.monotonic()
@@ -250,9 +251,10 @@ class Writer:
             return 0.0 if self._loaded_seq >= mark else self._lag_locked()
 
     def _lag_locked(self) -> float:
-        if not self._queue:
+        oldest = self._loading_since or (self._queue[0].record.accepted_ns if self._queue else None)
+        if oldest is None:
             return 0.0
-        return max(0.0, (time.monotonic_ns() - self._queue[0].record.accepted_ns) / 1e9)
+        return max(0.0, (time.monotonic_ns() - oldest) / 1e9)
 
     @property
     def lag_seconds(self) -> float:
@@ -359,6 +361,7 @@ class Writer:
                 item = self._queue.popleft()
                 taken.append(item)
                 spans += item.batch.span_count if isinstance(item.batch, ArrowBatch) else 1
+            self._loading_since = taken[0].record.accepted_ns
             return taken
 
     def _batch(self, item: _Item) -> ArrowBatch | None:
@@ -429,6 +432,7 @@ class Writer:
     def _put_back(self, items: list[_Item]) -> None:
         with self._cond:
             self._queue.extendleft(reversed(items))
+            self._loading_since = None
 
     def _loaded(self, items: list[_Item], inserted: int, duplicates: int, seconds: float) -> None:
         now = time.monotonic_ns()
@@ -436,6 +440,7 @@ class Writer:
         spans = sum(item.batch.span_count if isinstance(item.batch, ArrowBatch) else 0 for item in items)
         with self._cond:
             self._loaded_seq = items[-1].record.seq
+            self._loading_since = None
             self._queued_bytes -= sum(item.nbytes for item in items)
             self._queued_spans -= sum(item.batch.span_count if isinstance(item.batch, ArrowBatch) else 1
                                       for item in items)

@@ -132,7 +132,7 @@ class Writer:
         started = time.monotonic_ns()
         for record in self._spool.replay:  # accepted before a crash, never loaded: first in line
             self._queue.append(_Item(_restamped(record, started), None, 0))
-            self._queued_spans += 1
+            self._queued_spans += _spans_of(None, record)
         metrics.queue_capacity_bytes = capacity_bytes
         metrics.lag_now = lambda: self.lag_seconds
         metrics.spool_bytes_now = lambda: self._spool.bytes
@@ -195,7 +195,7 @@ class Writer:
                     self._metrics.add(spool_spilled=1)
                 self._queue.append(_Item(record, batch, nbytes))
                 self._queued_bytes += nbytes
-                self._queued_spans += batch.span_count if isinstance(batch, ArrowBatch) else 1
+                self._queued_spans += _spans_of(batch, record)
             self._metrics.queue_bytes = self._queued_bytes
             self._metrics.spool_bytes = self._spool.bytes
             self._cond.notify_all()
@@ -238,6 +238,8 @@ class Writer:
         with self._cond:
             if self._loaded_seq >= mark:
                 return 0.0
+            if self._store.damaged is not None or self._store.disk_full is not None:
+                return self._lag_locked()  # nothing is being loaded: waiting would only delay the answer
             self._readers_waiting += 1
             self._cond.notify_all()  # the loader stops waiting for a larger batch
             try:
@@ -360,7 +362,7 @@ class Writer:
             while self._queue and (not taken or spans < self._max_batch_spans):
                 item = self._queue.popleft()
                 taken.append(item)
-                spans += item.batch.span_count if isinstance(item.batch, ArrowBatch) else 1
+                spans += _spans_of(item.batch, item.record)
             self._loading_since = taken[0].record.accepted_ns
             return taken
 
@@ -442,8 +444,7 @@ class Writer:
             self._loaded_seq = items[-1].record.seq
             self._loading_since = None
             self._queued_bytes -= sum(item.nbytes for item in items)
-            self._queued_spans -= sum(item.batch.span_count if isinstance(item.batch, ArrowBatch) else 1
-                                      for item in items)
+            self._queued_spans -= sum(_spans_of(item.batch, item.record) for item in items)
             self._metrics.queue_bytes = self._queued_bytes
             self._cond.notify_all()
         self._metrics.observe_commit(seconds)
@@ -513,6 +514,14 @@ class Writer:
 def spool_directory(db: Path) -> Path:
     """Where a store's spool lives by default: beside it, named after it."""
     return db.with_name(db.name + ".spool")
+
+
+def _spans_of(batch: ArrowBatch | bytes | None, record: Record) -> int:
+    """The spans an item holds; for a body the loader has yet to decode, an estimate from its size (so one load
+    never decodes more than about ``max_batch_spans`` worth of bodies at once)."""
+    if isinstance(batch, ArrowBatch):
+        return batch.span_count
+    return max(1, record.length // 256)
 
 
 def _restamped(record: Record, accepted_ns: int) -> Record:

@@ -870,8 +870,8 @@ def main(argv: list[str] | None = None) -> int:
             common.say(args.json, f"  {result['stored_spans_per_s']:,.0f} spans/s committed; load "
                        f"{os.getloadavg()[0]:.2f}")
             if not args.keep:
-                for path in workdir.glob(f"ingest-{repeat}.duckdb*"):
-                    path.unlink()
+                for path in workdir.glob(f"ingest-{repeat}.duckdb*"):  # the file, its WAL, its spool
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
         doc["repeats"] = repeats
         doc["limits"] = limits
         doc["median"] = summarise(repeats, limits)

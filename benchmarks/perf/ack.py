@@ -17,6 +17,7 @@ import argparse
 import http.client
 import os
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bodies", type=int, default=100, help="requests of each size and protocol (first 10 warm up)")
     p.add_argument("--pause", type=float, default=0.05, help="seconds between requests")
+    p.add_argument("--daemon-args", default="",
+                   help="extra daemon flags, one string (e.g. '--load-interval 30': the loader out of the way)")
     args = p.parse_args(argv)
     templates = common.templates(4, 11, 512)
     sizes = {
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="lousho-ack-", dir=os.environ.get("LOUSHO_BENCH_TMP")) as tmp:
-        daemon = start_daemon(Path(tmp) / "observe.duckdb")
+        daemon = start_daemon(Path(tmp) / "observe.duckdb", *shlex.split(args.daemon_args))
         try:
             for size, make in sizes.items():
                 for protocol, acks in (("http", http_acks), ("grpc", grpc_acks)):

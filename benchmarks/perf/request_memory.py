@@ -29,6 +29,7 @@ import itertools
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -94,9 +95,13 @@ def with_daemon(decoder: str, workdir: Path, name: str, run: Callable[[DaemonPro
         assert f"decoder={decoder}" in daemon.output[0], daemon.output[0]
         return run(daemon)
     finally:
-        daemon.stop()
-        for path in workdir.glob(db.name + "*"):
-            path.unlink()
+        try:
+            daemon.stop()
+        except subprocess.TimeoutExpired:  # seen with the red-team body: say so, and do not leave it running
+            print("    (the daemon did not stop within 60 s of SIGTERM; killed)", flush=True)
+            daemon.kill()
+        for path in workdir.glob(db.name + "*"):  # the file, its WAL, its spool directory
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def peak(daemon: DaemonProcess) -> float:

@@ -81,7 +81,8 @@ def test_sigkill_at_every_point_of_accept_sync_load_and_deletion_loses_and_doubl
     lock = threading.Lock()
     rng = random.Random(28)
     # A small spool: segments are checkpointed and deleted all along, so the deletion point is reached too.
-    rounds = [(point, rng.randint(2, 6)) for point in POINTS] + [(None, 0)]
+    rounds = [(point, rng.randint(3, 10)) for point in POINTS] + [(None, 0)]
+    kills: list[tuple[str | None, int]] = []  # each kill's point and the spans acked in its round
     replays: list[str] = []
     for round_no, (point, nth) in enumerate(rounds):
         env = {FAULT_ENV: f"{point}:{nth}"} if point else {}
@@ -101,7 +102,7 @@ def test_sigkill_at_every_point_of_accept_sync_load_and_deletion_loses_and_doubl
         stop.set()
         sender.join(60)
         assert point is None or died, f"the daemon never reached {point}"
-        assert len(acked) > before, f"nothing was acked before the kill at {point}"
+        kills.append((point, len(acked) - before))
 
     daemon = start_daemon(db)  # a clean start replays what the spool holds past the store's position
     try:
@@ -110,7 +111,8 @@ def test_sigkill_at_every_point_of_accept_sync_load_and_deletion_loses_and_doubl
     finally:
         assert daemon.stop() == 0
     stored = {r["span_id"]: r["n"] for r in rows}
-    assert len(acked) >= 2000, "too few spans acked to mean anything"
+    # A kill right after a sync may come before that group's answers leave: a round may ack nothing; all do not.
+    assert len(acked) >= 2000 and sum(1 for _, n in kills if n) >= 3, kills
     missing = set(acked) - set(stored)
     assert not missing, f"{len(missing)} acked spans lost, e.g. {sorted(missing)[:3]}"
     doubled = {k: n for k, n in stored.items() if n > 1}

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lousho.observe.decode import otlp_native
-from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Checked, Decoded
+from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 from lousho.observe.errors import ObserveError, StoreCorrupt, StoreDiskFull, StoreMissing, StoreUnwritable
 from lousho.observe.runs import runs_table
 from lousho.observe.runs.runs_fold import RunsFold
@@ -152,22 +152,6 @@ def decode_for_store(decoder: Callable[[bytes], Decoded], body: bytes) -> tuple[
     """Decode ``body`` and convert it for the writer; the Decoded keeps only its counts and errors."""
     decoded = decoder(body)
     return decoded, arrow_batch(decoded, consume=True)
-
-
-# Bodies this large are only checked before their ack and decoded by the loader, one at a time: a request in
-# flight holds its body and no columns (a body of tiny spans decodes to 6-19x its size). Below it, decoding in
-# the request's own thread spreads the work over the cores.
-CHECK_ONLY_BYTES = 1024 * 1024
-
-
-def accept_for_store(decoder: Callable[[bytes], Decoded], checker: Callable[[bytes], Checked],
-                     body: bytes) -> tuple[Decoded | Checked, ArrowBatch | Checked]:
-    """What the request path hands the writer: the Arrow batch of a small body, the check of a large one (the
-    first item answers the client: partial success or BadPayload, the same either way)."""
-    if len(body) >= CHECK_ONLY_BYTES:
-        checked = checker(body)
-        return checked, checked
-    return decode_for_store(decoder, body)
 
 
 class SpanStore:

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +52,14 @@ COMPACT_EVERY_S = 10.0
 RECOVER_EVERY_S = 0.5
 # A load of this many spans is not worth waiting for more: DuckDB's cost per span is flat beyond it.
 MAX_BATCH_SPANS = 50_000
+# Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are
+# acked: a body of tiny spans decodes to 6-19x its size, so eager decoding of many would hold that much.
+DECODE_LATE_BYTES = 1024 * 1024
+# With this many spans queued for the loader (it is behind: the daemon is under load), the decode thread
+# decodes the queued bodies ahead of it, while DuckDB inserts the load before (its insert releases the GIL).
+# Below it the loader decodes at its own turn: a decode holds the GIL for milliseconds, and an idle daemon's
+# acks would wait behind it.
+DECODE_AHEAD_SPANS = 20_000
 # Records that arrived within this long are loaded together (unless a reader waits for its acks).
 LOAD_INTERVAL_S = 0.1
 # How long a query waits for the loader to reach the acks it was sent after (read your acks).
@@ -79,11 +87,15 @@ class ShuttingDown(Exception):
     """The daemon is draining and accepts nothing new."""
 
 
+# What the loader finds for a record: its rows; the decode thread's future of them; the body, decoded by the
+# loader (a large one); or None: on disk only, read back from the spool.
+_Payload = ArrowBatch | Future | bytes | None
+
+
 @dataclass
 class _Item:
     record: Record
-    # The decoded rows; or the body, decoded by the loader (a large one); or None: on disk only, read back.
-    batch: ArrowBatch | bytes | None
+    batch: _Payload
     nbytes: int  # of memory this item holds against ``capacity_bytes``
 
 
@@ -124,6 +136,8 @@ class Writer:
         self._recover_at = 0.0  # monotonic: when to look for room again while the disk is full
         self._decode_protobuf = otlp_native.protobuf_decoder()
         self._decode_json = otlp_json_native.json_decoder()
+        # Under load, decodes acked bodies ahead of the loader (DECODE_AHEAD_SPANS).
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lousho-decode")
         directory = spool_dir if spool_dir is not None else spool_directory(store.path)
         self._loaded_seq = store.spool_position()
         self._spool = Spool(directory, capacity_bytes=spool_bytes or default_capacity(directory),
@@ -157,18 +171,16 @@ class Writer:
         # A full disk is not "no room" here: ``submit`` refuses the request with the disk's own (coded) error.
         return self._spool.has_room(nbytes)
 
-    def submit(self, batch: Decoded | ArrowBatch | Checked, nbytes: int, body: bytes | None = None,
+    def submit(self, checked: Checked | Decoded | ArrowBatch, nbytes: int, body: bytes | None = None,
                kind: int = KIND_PROTOBUF) -> Future[Record | None]:
-        """Spool a decoded request's ``body``; the future resolves once it is durable (the ack).
+        """Spool a checked request's ``body``; the future resolves once it is durable (the ack).
 
-        Pass the ``ArrowBatch`` (``store.accept_for_store``) from the decoding thread: a Decoded is converted
-        here, in the caller's thread. A Checked (a large body, not decoded yet) has the loader decode the body.
-        Raises QueueFull or ShuttingDown; nothing is spooled then. A full disk
-        or a damaged store fail the future (StoreDiskFull, StoreCorrupt)."""
-        if isinstance(batch, Decoded):
-            batch = arrow_batch(batch)
+        The request path only checks the body (``protobuf_checker``: counts and errors, no columns); its rows are
+        decoded after the ack: by the loader, or under load by the decode thread ahead of it.
+        A Decoded or ArrowBatch already made is used as it is. Raises QueueFull or ShuttingDown; nothing
+        is spooled then. A full disk or a damaged store fail the future (StoreDiskFull, StoreCorrupt)."""
         future: Future[Record | None] = Future()
-        if batch.span_count == 0:
+        if checked.span_count == 0:
             future.set_result(None)  # nothing to keep: no record
             return future
         if body is None:
@@ -182,17 +194,32 @@ class Writer:
                 raise ShuttingDown("the daemon is shutting down")
         if not self._spool.has_room(nbytes):
             raise QueueFull(f"the spool is full ({self._spool.bytes} of {self._spool.capacity} bytes)")
-        payload = body if isinstance(batch, Checked) else batch  # the loader decodes a large body itself
+        payload: _Payload
+        if isinstance(checked, Decoded):
+            payload = arrow_batch(checked)
+        elif isinstance(checked, ArrowBatch):
+            payload = checked
+        else:
+            payload = body  # decoded after the ack: ahead of the loader under load, else by the loader
         return self._spool.append(body, kind, payload)  # type: ignore[return-value]
 
-    def _durable(self, records: list[tuple[Record, ArrowBatch | bytes | None]]) -> None:
+    def _decode(self, body: bytes, kind: int) -> ArrowBatch:
+        decode = self._decode_json if kind == KIND_JSON else self._decode_protobuf
+        return arrow_batch(decode(body), consume=True)
+
+    def _durable(self, records: list[tuple[Record, _Payload]]) -> None:
         """From the spool's thread, after a sync and before the acks: queue the records for loading."""
         with self._cond:
             for record, batch in records:
                 nbytes = record.length if batch is not None else 0
                 if batch is not None and self._queued_bytes and self._queued_bytes + nbytes > self._capacity:
+                    if isinstance(batch, Future):
+                        batch.cancel()
                     batch, nbytes = None, 0  # memory is spent: the loader reads this one back from disk
                     self._metrics.add(spool_spilled=1)
+                if (isinstance(batch, bytes) and len(batch) < DECODE_LATE_BYTES
+                        and self._queued_spans >= DECODE_AHEAD_SPANS):
+                    batch = self._decoder.submit(self._decode, batch, record.kind)
                 self._queue.append(_Item(record, batch, nbytes))
                 self._queued_bytes += nbytes
                 self._queued_spans += _spans_of(batch, record)
@@ -282,6 +309,7 @@ class Writer:
         with self._cond:
             self._cond.notify_all()
         self._thread.join(timeout)
+        self._decoder.shutdown(wait=False, cancel_futures=True)
 
     def release_spool(self) -> None:
         """After close and a checkpoint: delete the segments the store has loaded (the rest replay at start)."""
@@ -372,9 +400,10 @@ class Writer:
         if isinstance(item.batch, ArrowBatch):
             return item.batch
         try:
-            body = item.batch if item.batch is not None else self._spool.read(item.record)
-            decode = self._decode_json if item.record.kind == KIND_JSON else self._decode_protobuf
-            return arrow_batch(decode(body), consume=True)
+            if isinstance(item.batch, Future) and not item.batch.cancelled():
+                return item.batch.result()
+            body = item.batch if isinstance(item.batch, bytes) else self._spool.read(item.record)
+            return self._decode(body, item.record.kind)
         except (OSError, ValueError, BadPayload) as e:
             # A record the spool synced and its check accepted cannot fail here but for damage to the
             # file; it is counted and skipped rather than block every record behind it.
@@ -516,7 +545,7 @@ def spool_directory(db: Path) -> Path:
     return db.with_name(db.name + ".spool")
 
 
-def _spans_of(batch: ArrowBatch | bytes | None, record: Record) -> int:
+def _spans_of(batch: _Payload, record: Record) -> int:
     """The spans an item holds; for a body the loader has yet to decode, an estimate from its size (so one load
     never decodes more than about ``max_batch_spans`` worth of bodies at once)."""
     if isinstance(batch, ArrowBatch):

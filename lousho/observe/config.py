@@ -43,7 +43,7 @@ class DaemonConfig:
     spool_bytes: int | None = None
     spool_dir: Path | None = None
     # The loader appends what arrived within this long in one transaction (at once when a reader waits).
-    load_interval_s: float = 0.1
+    load_interval_s: float = 0.01
     # A query waits at most this long for the loader to reach the acks sent before it (read your acks).
     read_wait_s: float = 5.0
     retry_after_s: int = 1

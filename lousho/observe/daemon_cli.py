@@ -85,7 +85,7 @@ class Wiring:
 @click.option("--read-wait", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Seconds a query waits for the spans acked before it to be loaded (read your acks); the "
                    "answer's x-lousho-lag-ms says how far behind it is when the wait ran out.")
-@click.option("--load-interval", type=click.FloatRange(min=0), default=0.1, hidden=True,
+@click.option("--load-interval", type=click.FloatRange(min=0), default=0.01, hidden=True,
               help="Seconds of accepted requests the loader appends in one transaction.")
 @click.option("--sql-timeout", type=float, default=30.0, show_default=True,
               help="Seconds before a SQL query is stopped.")

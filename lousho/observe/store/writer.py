@@ -1,15 +1,15 @@
 """The loader: the spool acks, one thread appends what it accepted to DuckDB behind it.
 
-A request is checked by the request path (counts and errors: what its answer needs), then its body goes to
-the spool (spool.py): once the body is synced there the request is acked (a 200 or gRPC OK means the spans
-survive a crash), and handed to this loader, in sequence order. Its rows are decoded after the ack: by the
-loader, or under load by a decode thread working ahead of it. One thread takes what is queued, in one
-transaction (up to ``max_batch_spans`` spans; a record waits ``load_interval_s`` first, none at all when a
-reader waits for its acks: ``wait_loaded``), appends it with the sequence number it reached in the same
-transaction, so a restart replays every record past it exactly once. Bodies wait in memory up to
-``capacity_bytes``; past that a record is kept on disk only and read back from the spool (a slow store never
-holds memory without bound, and never refuses a request the spool can take). The spool's bound
-(``spool_bytes``) is the admission bound: past it requests get a retryable refusal (OTLP 503 with
+A request is checked by the request path (counts and errors: what its answer needs), then its body goes to the
+spool (spool.py): once the body is synced there the request is acked (a 200 or gRPC OK means the spans survive
+a crash), and handed to this loader, in sequence order. Its rows are decoded after the ack: by the loader, or
+under load by a decode thread working ahead of it. One thread takes what is queued, in one transaction (up to
+``max_batch_spans`` spans, once the spool has been quiet for ``load_interval_s`` or the oldest record waited
+``LOAD_MAX_WAIT_S``; at once when a reader waits for its acks: ``wait_loaded``), appends it with the sequence
+number it reached in the same transaction, so a restart replays every record past it exactly once. Bodies wait
+in memory up to ``capacity_bytes``; past that a record is kept on disk only and read back from the spool (a
+slow store never holds memory without bound, and never refuses a request the spool can take). The spool's
+bound (``spool_bytes``) is the admission bound: past it requests get a retryable refusal (OTLP 503 with
 Retry-After, gRPC UNAVAILABLE).
 
 A full disk is retryable: a spool write that finds no room fails its group only (StoreDiskFull); a load that
@@ -61,10 +61,12 @@ DECODE_LATE_BYTES = 1024 * 1024
 # Below it the loader decodes at its own turn: a decode holds the GIL for milliseconds, and an idle daemon's
 # acks would wait behind it.
 DECODE_AHEAD_SPANS = 20_000
-# A record waits this long before it is loaded, so its ack leaves before the load takes the GIL (an idle
-# daemon's ack p50 went from 5.5 to 3.3 ms against 100 ms, one load per ack instead of every other). Under load
-# the records that gather while a load runs make the next one large by themselves (35,000 spans either way).
+# The loader waits for the spool to be quiet this long (no new record) before a load, so an ack leaves before
+# the load takes the GIL (an idle daemon's ack p50 went from 5.5 to 3.3 ms against loading every 100 ms), and a
+# burst keeps the CPU for its acks and its agent until it ends; but never past LOAD_MAX_WAIT_S for the oldest.
+# Under steady load the records that gather while a load runs make the next one large by themselves.
 LOAD_INTERVAL_S = 0.01
+LOAD_MAX_WAIT_S = 0.25
 # How long a query waits for the loader to reach the acks it was sent after (read your acks).
 READ_WAIT_S = 5.0
 
@@ -372,11 +374,13 @@ class Writer:
                     self._cond.wait(left)
                     continue
                 if self._queue:
-                    oldest = (time.monotonic_ns() - self._queue[0].record.accepted_ns) / 1e9
+                    now = time.monotonic_ns()
+                    oldest = (now - self._queue[0].record.accepted_ns) / 1e9
+                    quiet = (now - self._queue[-1].record.accepted_ns) / 1e9
                     if (self._closing or self._readers_waiting or self._queued_spans >= self._max_batch_spans
-                            or oldest >= self._load_interval_s):
+                            or quiet >= self._load_interval_s or oldest >= LOAD_MAX_WAIT_S):
                         break
-                    self._cond.wait(self._load_interval_s - oldest)
+                    self._cond.wait(min(self._load_interval_s - quiet, LOAD_MAX_WAIT_S - oldest))
                     continue
                 if self._closing:
                     return None

@@ -24,6 +24,11 @@ def test_demo_runs_end_to_end_recovers_the_killed_run_and_stops_the_daemon_clean
     assert len(set(re.findall(r"auto:[0-9a-f]{16} │ derived │ 8    │ 2 ", untagged))) == 2, untagged
     assert "What is the weather in Faultville? │ 2 " in untagged and "InternalServerError" in untagged
     assert "exit code 0" in out
+    # A burst acked from the spool, killed before its load, replayed whole at the restart.
+    burst = out.split("13. a burst of 20,000 spans", 1)[1]
+    assert "loaded into DuckDB before the kill: 0 spans" in burst
+    assert re.search(r"replaying \d+ accepted requests", burst), burst
+    assert "the store has 20,000 of the 20,000 spans, each once" in burst
     assert (demo_run.dir / "observe.duckdb").exists()
     assert "http://127.0.0.1:4318/" in out and "/agents/ledger" in out  # it ends with where to look
 

@@ -64,18 +64,19 @@ class _Run:
     spans: list[Span]
 
 
-def _run_spans(rng: random.Random, index: int, start_ns: int, seed: int) -> _Run:
-    """One run as workload.py emits it: children first (the SDK exports in end order), then root."""
+def _run_spans(rng: random.Random, index: int, start_ns: int, seed: int, roots_only: bool = False) -> _Run:
+    """One run as workload.py emits it: children first (the SDK exports in end order), then root.
+    ``roots_only``: the root alone, never errored, so every span is a run with a score."""
     trace_id = rng.randbytes(16)
     root_id = rng.randbytes(8)
     agent = AGENTS[index % len(AGENTS)]
     revision = REVISIONS[rng.randrange(len(REVISIONS))]
     case = f"case-{rng.randrange(20):03d}"
-    errored = rng.random() < 0.05
+    errored = rng.random() < 0.05 and not roots_only
     failed = not errored and rng.random() < 0.2
     spans: list[Span] = []
     t = start_ns + 1_000_000
-    for step in range(rng.randint(1, 4)):
+    for step in range(0 if roots_only else rng.randint(1, 4)):
         chat_ns = rng.randint(200_000_000, 3_000_000_000)
         chat = Span(
             trace_id=trace_id, span_id=rng.randbytes(8), parent_span_id=root_id,
@@ -149,7 +150,8 @@ def _run_spans(rng: random.Random, index: int, start_ns: int, seed: int) -> _Run
 class Template:
     """A serialized ExportTraceServiceRequest and where its ids sit, for stamping fresh ids."""
 
-    def __init__(self, seed: int, spans_per_body: int = 512, service: str = "bench-agent") -> None:
+    def __init__(self, seed: int, spans_per_body: int = 512, service: str = "bench-agent",
+                 roots_only: bool = False) -> None:
         rng = random.Random(seed)
         request = ExportTraceServiceRequest()
         rs = request.resource_spans.add()
@@ -166,7 +168,7 @@ class Template:
         index = 0
         start = BASE_NS + rng.randrange(10**15)
         while count < spans_per_body:
-            run = _run_spans(rng, index, start, seed)
+            run = _run_spans(rng, index, start, seed, roots_only)
             room = spans_per_body - count
             if len(run.spans) > room:  # the body is full: keep the root and as many children as fit
                 run.spans = run.spans[: room - 1] + run.spans[-1:]
@@ -236,8 +238,8 @@ def _occurrences(body: bytes, tag: bytes, ids: dict[bytes, int]) -> tuple[np.nda
     return np.array(positions, np.int64)[order], np.array(which, np.int64)[order]
 
 
-def templates(count: int, seed: int, spans_per_body: int = 512) -> list[Template]:
-    return [Template(seed * 1000 + i, spans_per_body) for i in range(count)]
+def templates(count: int, seed: int, spans_per_body: int = 512, roots_only: bool = False) -> list[Template]:
+    return [Template(seed * 1000 + i, spans_per_body, roots_only=roots_only) for i in range(count)]
 
 
 # --- timing and reporting ---

@@ -7,6 +7,10 @@ alone beside it. Memory: one request of ``--spans`` spans decoded for the store 
 of the peak resident set (VmHWM, reset just before) and of the resident set while the tables are held, per
 byte of body.
 
+``--check`` adds the check the request path runs before its ack (``otlp_native.protobuf_checker``: the same
+walk and counts, no rows) beside the decode, in speed and memory, on those bodies and on the red-team body of
+issue 28 (``--tiny`` spans of 51 bytes in one request: 200,000 make 9.7 MiB).
+
 Not a timed test: run by hand.
 """
 
@@ -18,9 +22,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import _common as common
+from hostile_bodies import tiny_spans_body
 
 from lousho.observe.decode import otlp_native
 from lousho.observe.store.span_store import decode_for_store
@@ -33,36 +39,58 @@ def _status(key: str) -> float:
     raise KeyError(key)
 
 
-def speed(bodies: int, repeats: int) -> None:
-    templates = common.templates(4, 3, 512)
-    sample = [templates[i % 4].stamp() for i in range(bodies)]
-    spans = sum(templates[i % 4].span_count for i in range(bodies))
+def _runs(check: bool) -> dict[str, Callable[[bytes], object]]:
     decode = otlp_native.protobuf_decoder()
-    for label, run in (("decode", decode), ("decode + Arrow tables", lambda body: decode_for_store(decode, body))):
+    runs = {"decode": decode, "decode + Arrow tables": lambda body: decode_for_store(decode, body)}
+    if check:
+        runs = {"check": otlp_native.protobuf_checker(), **runs}
+    return runs
+
+
+def speed(sample: list[bytes], spans: int, repeats: int, check: bool) -> None:
+    for label, run in _runs(check).items():
         rates = []
         for _ in range(repeats):
             start = time.perf_counter()
             for body in sample:
                 run(body)
             rates.append(spans / (time.perf_counter() - start))
-        print(f"  {label:22} best {max(rates):>9,.0f} spans/s, median {statistics.median(rates):>9,.0f}")
+        print(f"    {label:22} best {max(rates):>9,.0f} spans/s, median {statistics.median(rates):>9,.0f}")
 
 
-def memory(spans: int) -> None:
-    """Run in a process of its own (``--memory-child``): the peak must not include another figure's."""
+def _bench_bodies(count: int) -> tuple[list[bytes], int]:
     templates = common.templates(4, 3, 512)
-    decode = otlp_native.protobuf_decoder()
-    decode_for_store(decode, templates[0].stamp())  # the first call's allocations are not the request's
-    body = b"".join(templates[i % 4].stamp() for i in range(spans // 512))
-    del templates
+    return [templates[i % 4].stamp() for i in range(count)], sum(templates[i % 4].span_count for i in range(count))
+
+
+def memory(spans: int, tiny: bool, label: str) -> None:
+    """Run in a process of its own (``--memory-child``): the peak must not include another figure's."""
+    run = _runs(True)[label]
+    if tiny:
+        warm, body = tiny_spans_body(512), tiny_spans_body(spans)
+    else:
+        templates = common.templates(4, 3, 512)
+        warm = templates[0].stamp()
+        body = b"".join(templates[i % 4].stamp() for i in range(spans // 512))
+        del templates
+    run(warm)  # the first call's allocations are not the request's
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM restarts from the current resident set
     before = _status("VmRSS")
-    decoded, batch = decode_for_store(decode, body)
+    result = run(body)
     peak, held = _status("VmHWM") - before, _status("VmRSS") - before
     size = len(body) / 2**20
-    print(f"  one request of {spans:,} spans, {size:.1f} MiB: tables {batch.spans.nbytes / 2**20:.1f} + "
-          f"{batch.scores.nbytes / 2**20:.1f} MiB; peak +{peak:.0f} MiB ({peak / size:.1f}x the body), "
-          f"held +{held:.0f} MiB ({held / size:.1f}x)")
+    tables = ""
+    if isinstance(result, tuple):
+        batch = result[1]
+        tables = f"tables {batch.spans.nbytes / 2**20:.1f} + {batch.scores.nbytes / 2**20:.1f} MiB; "
+    print(f"    {label:22} {tables}peak +{peak:.1f} MiB ({peak / size:.2f}x the body), held +{held:.1f} MiB "
+          f"({held / size:.2f}x)")
+
+
+def memory_figures(spans: int, tiny: bool, check: bool) -> None:
+    for label in _runs(check) if check else ["decode + Arrow tables"]:
+        subprocess.run([sys.executable, __file__, "--memory-child", label, "--spans", str(spans)]
+                       + (["--tiny-child"] if tiny else []), check=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,14 +98,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bodies", type=int, default=64, help="512-span bodies per timed pass")
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--spans", type=int, default=51_200, help="spans in the request whose memory is measured")
-    p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--check", action="store_true", help="the check beside the decode, and the red-team body")
+    p.add_argument("--tiny", type=int, default=200_000, help="spans of the red-team body (with --check)")
+    p.add_argument("--memory-child", help=argparse.SUPPRESS)
+    p.add_argument("--tiny-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.memory_child:
-        memory(args.spans)
+        memory(args.spans, args.tiny_child, args.memory_child)
         return 0
     print(f"{otlp_native.NAME} decoder, load {os.getloadavg()[0]:.2f}")
-    speed(args.bodies, args.repeats)
-    subprocess.run([sys.executable, __file__, "--memory-child", "--spans", str(args.spans)], check=True)
+    sample, spans = _bench_bodies(args.bodies)
+    print(f"  {args.bodies} bodies of 512 spans, {sum(map(len, sample)) / len(sample) / 1024:.0f} KiB each:")
+    speed(sample, spans, args.repeats, args.check)
+    del sample
+    print(f"  one request of {args.spans:,} such spans, in a fresh process each:")
+    memory_figures(args.spans, False, args.check)
+    if args.check:
+        tiny = tiny_spans_body(args.tiny)
+        print(f"  the red-team body, {args.tiny:,} tiny spans in {len(tiny) / 2**20:.1f} MiB:")
+        speed([tiny], args.tiny, max(3, args.repeats // 3), True)
+        del tiny
+        memory_figures(args.tiny, True, True)
     print(f"load after {os.getloadavg()[0]:.2f}; reproduce: {common.reproduce_command()}")
     return 0
 

@@ -43,6 +43,18 @@ def ld(number: int, payload: bytes) -> bytes:
     return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
+def tiny_spans_body(spans: int, first: int = 1) -> bytes:
+    """The red-team shape of issue 28: one resource and scope, ``spans`` spans of ids, a one-letter name and two
+    times, 51 bytes each (200,000: a 9.7 MiB body). Ids count up from ``first``."""
+    def fixed64(number: int, value: int) -> bytes:
+        return varint(number << 3 | 1) + value.to_bytes(8, "little")
+
+    one = [ld(2, ld(1, i.to_bytes(16, "big")) + ld(2, i.to_bytes(8, "big")) + ld(5, b"s") + fixed64(7, 1)
+              + fixed64(8, 2)) for i in range(first, first + spans)]
+    service = ld(1, ld(1, b"service.name") + ld(2, ld(1, b"svc")))
+    return ld(1, ld(1, service) + ld(2, ld(1, ld(1, b"scope")) + b"".join(one)))
+
+
 def span_body(trace: bytes, attributes: bytes) -> bytes:
     span = ld(1, trace) + ld(2, b"\x02" * 8) + ld(5, b"chat") + attributes
     return ld(1, ld(2, ld(2, span)))

@@ -1,11 +1,15 @@
-"""Sustained OTLP/HTTP ingest into ``lousho observe`` with ack after commit, against its limits.
+"""Sustained OTLP/HTTP ingest into ``lousho observe``, accepted and committed, against its limits.
 
 Several exporter processes (``--clients``) post 512-span ExportTraceServiceRequest bodies over HTTP
-keep-alive to a fresh daemon on a temp DuckDB file, each waiting for its 200 (the daemon answers
-only after the spans are committed), for ``--seconds``. Reported per repeat, medians quoted:
+keep-alive to a fresh daemon on a temp DuckDB file, each waiting for its 200 (the daemon answers once
+the body is in its spool and ``fdatasync``-ed; its loader commits to DuckDB behind), for ``--seconds``,
+as fast as the acks come or paced (``--rate``). Every body carries fresh ids, so no span is a
+duplicate. Reported per repeat, medians quoted:
 
-* committed spans/s: ``SELECT count(*) FROM spans`` at the end over the elapsed time, and the spans
-  in 200 answers over the same time;
+* accepted spans/s: the spans in 200 answers over the time to the last ack;
+* committed spans/s: ``SELECT count(*) FROM spans``, polled after the last ack until it equals the
+  spans acked, over the time from the start to that moment (the loader finishing included);
+* the loader's lag: p50/p99 of ``lousho_load_lag_seconds`` (ack to load, per request), by bucket;
 * p50/p99 ack latency per request, 503 answers, the daemon's peak RSS (VmHWM) and CPU use;
 * the limit, measured in the same run on the same bodies and one core: protobuf parsing alone
   (``ExportTraceServiceRequest.ParseFromString``), the daemon's decoder (the native one when built) and
@@ -96,6 +100,8 @@ class ClientPlan:
     max_spans: int | None
     retry_wait_cap_s: float
     headers: dict[str, str]
+    rate_spans_per_s: float | None = None  # this client's pace; None: as fast as the acks come
+    roots_only: bool = False
 
 
 def _client_main(plan: ClientPlan, ready: Any, go: Any, start: Any, results: Any) -> None:
@@ -109,7 +115,7 @@ def _client_main(plan: ClientPlan, ready: Any, go: Any, start: Any, results: Any
 
 
 def _run_client(plan: ClientPlan, ready: Any, go: Any, start: Any, result: ClientResult) -> None:
-    templates = common.templates(TEMPLATES_PER_CLIENT, plan.seed, plan.spans_per_body)
+    templates = common.templates(TEMPLATES_PER_CLIENT, plan.seed, plan.spans_per_body, plan.roots_only)
     # Payloads up front: every body is stamped with fresh ids before the clock starts.
     pool = [templates[i % len(templates)].stamp() for i in range(plan.prebuilt_bodies)]
     counts = [templates[i % len(templates)].span_count for i in range(plan.prebuilt_bodies)]
@@ -136,6 +142,10 @@ def _run_client(plan: ClientPlan, ready: Any, go: Any, start: Any, result: Clien
     while time.monotonic() < deadline:
         if plan.max_spans is not None and spans_sent >= plan.max_spans:
             break
+        if plan.rate_spans_per_s:  # paced: the next body leaves when the pace says it is due
+            due = start_at + spans_sent / plan.rate_spans_per_s
+            while (ahead := due - time.monotonic()) > 0:
+                time.sleep(min(ahead, 0.05))
         if body is None:
             if sent < len(pool):
                 body, spans = pool[sent], counts[sent]
@@ -216,7 +226,7 @@ def run_load(
     ready = [ctx.Event() for _ in range(args.clients)]
     go = ctx.Event()
     results = ctx.Queue()
-    target_spans = args.spans if args.spans else int(GOAL_SPANS_PER_S * seconds * 1.1)
+    target_spans = args.spans if args.spans else int((args.rate or GOAL_SPANS_PER_S) * seconds * 1.1)
     per_client = -(-target_spans // args.clients)
     bodies = min(-(-per_client // args.spans_per_body), args.max_prebuilt_bodies)
     start = ctx.Value("d", 0.0)
@@ -230,6 +240,7 @@ def run_load(
                 index=i, url=url, seed=seed * 100 + i, spans_per_body=args.spans_per_body,
                 prebuilt_bodies=bodies, seconds=seconds, max_spans=per_client_spans,
                 retry_wait_cap_s=args.retry_wait_cap, headers=headers,
+                rate_spans_per_s=args.rate / args.clients if args.rate else None, roots_only=args.roots_only,
             )
             proc = ctx.Process(target=_client_main, args=(plan, ready[i], go, start, results),
                                name=f"bench-client-{i}", daemon=True)
@@ -430,7 +441,19 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
         load = run_load(daemon.url, args, seed=args.seed + repeat, seconds=args.seconds,
                         headers={"content-type": "application/x-protobuf"}, sample=sample)
         load_1m = os.getloadavg()[0]  # the machine's load over the last minute, this run included
-        stored = int(sql_scalar(daemon.url, "SELECT count(*) FROM spans"))
+        acked_metrics = scrape_metrics(daemon.url)  # at the last ack: what the loader had done by then
+        # Committed: every acked span is distinct (fresh ids), so the loader is done when count(*)
+        # reaches the spans acked. Each query waits (up to 5 s) for the loader to pass the acks sent
+        # before it; poll until the count is there, bounded.
+        stored, caught_up = 0, None
+        give_up = time.monotonic() + args.commit_wait_max
+        while time.monotonic() < give_up:
+            stored = int(sql_scalar(daemon.url, "SELECT count(*) FROM spans"))
+            if stored >= load.spans_ok:
+                caught_up = time.monotonic()
+                break
+            time.sleep(0.05)
+        committed_s = (caught_up or time.monotonic()) - load.start_at
         scores = int(sql_scalar(daemon.url, "SELECT count(*) FROM scores"))
         metrics = scrape_metrics(daemon.url)
         rss = common.peak_rss_mib(daemon.pid)
@@ -447,6 +470,7 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
     # good as this is small.
     other_cores = cores["busy"] - cores["daemon"] - clients_cores
     commits = metrics.get("lousho_commits_total", 0.0)
+    lag = lag_quantiles(metrics)
     return {
         "repeat": repeat,
         "load_1m": load_1m,
@@ -454,8 +478,18 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
         "spans_stored": stored,
         "scores_stored": scores,
         "spans_acked": load.spans_ok,
-        "stored_spans_per_s": stored / load.elapsed_s,
+        "loaded_at_last_ack": acked_metrics.get("lousho_load_spans_sum", 0.0),
+        "caught_up": caught_up is not None,
+        "committed_s": committed_s,
+        "stored_spans_per_s": stored / committed_s,
         "acked_spans_per_s": load.spans_ok / load.elapsed_s,
+        "load_lag_p50_s": lag[0.5],
+        "load_lag_p99_s": lag[0.99],
+        "load_lag_count": metrics.get('lousho_load_lag_seconds_count', 0.0),
+        "loads_spans_max": metrics.get("lousho_load_spans_max", 0.0),
+        "spool_syncs": metrics.get("lousho_spool_syncs_total", 0.0),
+        "spool_sync_ms_mean": (metrics.get("lousho_spool_sync_seconds_sum", 0.0)
+                               / max(metrics.get("lousho_spool_syncs_total", 0.0), 1.0) * 1e3),
         "requests_ok": sum(c.ok for c in load.clients),
         "ack_p50_ms": common.percentile(load.latencies_s, 50) * 1e3,
         "ack_p99_ms": common.percentile(load.latencies_s, 99) * 1e3,
@@ -467,7 +501,7 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
         "stamped_late": sum(c.stamped_late for c in load.clients),
         "daemon_peak_rss_mib": rss,
         "daemon_cpu_cores": cores["daemon"],
-        "daemon_cpu_us_per_span": cores["daemon"] / max(stored / load.elapsed_s, 1e-9) * 1e6,
+        "daemon_cpu_us_per_span": cores["daemon"] / max(load.spans_ok / load.elapsed_s, 1e-9) * 1e6,
         "clients_cpu_cores": clients_cores,
         "other_cpu_cores": max(other_cores, 0.0),
         "steal_cpu_cores": cores["steal"],
@@ -475,10 +509,27 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
         "spans_per_commit": stored / commits if commits else None,
         "commit_ms_mean": metrics.get("lousho_commit_seconds_sum", 0.0) / commits * 1e3 if commits else None,
         "commit_ms_max": metrics.get("lousho_commit_seconds_max", 0.0) * 1e3,
-        "commit_busy_fraction": metrics.get("lousho_commit_seconds_sum", 0.0) / load.elapsed_s,
+        "commit_busy_fraction": metrics.get("lousho_commit_seconds_sum", 0.0) / committed_s,
         "duplicates": metrics.get("lousho_spans_duplicate_total", 0.0),
         "daemon_exit_code": code,
     }
+
+
+def lag_quantiles(metrics: dict[str, float], qs: tuple[float, ...] = (0.5, 0.99)) -> dict[float, float]:
+    """Quantiles of ``lousho_load_lag_seconds`` by bucket: the upper bound of the bucket holding each one
+    (inf when it falls in the +Inf bucket, nan with no observations)."""
+    buckets = []
+    for key, value in metrics.items():
+        if key.startswith('lousho_load_lag_seconds_bucket{le="'):
+            bound = key.split('"')[1]
+            buckets.append((float("inf") if bound == "+Inf" else float(bound), value))
+    buckets.sort()
+    total = buckets[-1][1] if buckets else 0.0
+    out = {}
+    for q in qs:
+        found = (bound for bound, count in buckets if count >= q * total)
+        out[q] = next(found, float("nan")) if total else float("nan")
+    return out
 
 
 def _merge_status(clients: list[ClientResult]) -> dict[int, int]:
@@ -690,6 +741,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-prebuilt-bodies", type=int, default=2000,
                    help="per client; past it, bodies are stamped with new ids while sending")
     p.add_argument("--queue-mib", type=int, default=None, help="passed to the daemon")
+    p.add_argument("--rate", type=float, default=None,
+                   help="pace the clients to this many spans/s in all (default: as fast as the acks come)")
+    p.add_argument("--roots-only", action="store_true",
+                   help="every span an invoke_agent root with a run id and a score (1 score row per span)")
+    p.add_argument("--commit-wait-max", type=float, default=300.0,
+                   help="longest wait after the last ack for count(*) to reach the spans acked")
+
     p.add_argument("--retry-wait-cap", type=float, default=1.0,
                    help="longest pause after a 503, whatever Retry-After says")
     p.add_argument("--parse-seconds", type=float, default=1.5,
@@ -730,16 +788,23 @@ def print_report(doc: dict[str, Any]) -> None:
     med = doc["median"]
     n = len(doc["repeats"])
     print()
-    print(f"lousho observe ingest, ack after commit: {doc['clients']} clients x "
-          f"{doc['spans_per_body']}-span protobuf bodies, {doc['seconds']:g} s, median of {n}")
+    pace = f", paced at {doc['rate']:,.0f} spans/s" if doc.get("rate") else ""
+    shape = "roots only (a run and a score on every span)" if doc.get("roots_only") else "the workload's runs"
+    print(f"lousho observe ingest, ack after the spool's fdatasync: {doc['clients']} clients x "
+          f"{doc['spans_per_body']}-span protobuf bodies, {shape}{pace}, {doc['seconds']:g} s, median of {n}")
     for r in doc["repeats"]:
-        print(f"  repeat {r['repeat']}: {r['stored_spans_per_s']:>10,.0f} spans/s stored "
-              f"({r['spans_stored']:,} in {r['elapsed_s']:.1f} s)  p50 {r['ack_p50_ms']:.1f} ms  "
-              f"p99 {r['ack_p99_ms']:.1f} ms  503s {r['refused_503']}  "
+        print(f"  repeat {r['repeat']}: acked {r['acked_spans_per_s']:>9,.0f} spans/s "
+              f"({r['spans_acked']:,} in {r['elapsed_s']:.1f} s), committed {r['stored_spans_per_s']:>9,.0f} spans/s "
+              f"({r['spans_stored']:,} queryable {r['committed_s']:.1f} s after the start"
+              f"{'' if r['caught_up'] else ', NOT caught up'}; {r['loaded_at_last_ack']:,.0f} loaded at the last ack)"
+              f"  ack p50 {r['ack_p50_ms']:.1f} ms p99 {r['ack_p99_ms']:.1f} ms  load lag p99 <= "
+              f"{r['load_lag_p99_s']:g} s  503s {r['refused_503']}  "
               f"RSS {r['daemon_peak_rss_mib']:.0f} MiB  load {r['load_1m']:.2f}")
     rows = [
-        ("committed (count(*) / elapsed)", f"{med['stored_spans_per_s']:,.0f} spans/s"),
-        ("acked (spans in 200s / elapsed)", f"{med['acked_spans_per_s']:,.0f} spans/s"),
+        ("accepted (spans in 200s / elapsed)", f"{med['acked_spans_per_s']:,.0f} spans/s"),
+        ("committed (count(*) / time to it)", f"{med['stored_spans_per_s']:,.0f} spans/s"),
+        ("load lag p50 / p99 (by bucket)", f"<= {med['load_lag_p50_s']:g} / <= {med['load_lag_p99_s']:g} s"),
+        ("spool", f"{med['spool_syncs']:,.0f} fdatasyncs, {med['spool_sync_ms_mean']:.1f} ms mean"),
         ("ack latency p50 / p99", f"{med['ack_p50_ms']:.1f} / {med['ack_p99_ms']:.1f} ms"),
         ("503 answers", f"{med['refused_503']:.0f}"),
         ("daemon peak RSS (VmHWM)", f"{med['daemon_peak_rss_mib']:.0f} MiB"),
@@ -747,8 +812,8 @@ def print_report(doc: dict[str, Any]) -> None:
         ("clients CPU", f"{med['clients_cpu_cores']:.2f} cores"),
         ("the rest of the machine meanwhile", f"{med['other_cpu_cores']:.2f} cores busy, "
                                               f"{med['steal_cpu_cores']:.2f} stolen by the hypervisor"),
-        ("group commit", f"{med['spans_per_commit']:,.0f} spans/commit, {med['commit_ms_mean']:.1f} ms mean, "
-                         f"writer busy {med['commit_busy_fraction']:.0%}"),
+        ("loader commits", f"{med['spans_per_commit']:,.0f} spans/commit (max {med['loads_spans_max']:,.0f}), "
+                           f"{med['commit_ms_mean']:.1f} ms mean, busy {med['commit_busy_fraction']:.0%}"),
         ("limit: ParseFromString, 1 core", f"{med['parse_only_spans_per_s']:,.0f} spans/s"),
         (f"limit: {doc['decoder']} decoder, 1 core", f"{med['daemon_decoder_spans_per_s']:,.0f} spans/s"),
         ("limit: Python decode_protobuf, 1 core", f"{med['decode_protobuf_spans_per_s']:,.0f} spans/s"),
@@ -787,6 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {
         "benchmark": "ingest", "command": common.reproduce_command(), "clients": args.clients,
         "seconds": args.seconds, "spans_per_body": args.spans_per_body, "goal_spans_per_s": GOAL_SPANS_PER_S,
+        "rate": args.rate, "roots_only": args.roots_only,
         "cpus": os.cpu_count(), "python": sys.version.split()[0], "decoder": otlp_native.NAME,
     }
     repeats: list[dict[str, Any]] = []
@@ -804,8 +870,8 @@ def main(argv: list[str] | None = None) -> int:
             common.say(args.json, f"  {result['stored_spans_per_s']:,.0f} spans/s committed; load "
                        f"{os.getloadavg()[0]:.2f}")
             if not args.keep:
-                for path in workdir.glob(f"ingest-{repeat}.duckdb*"):
-                    path.unlink()
+                for path in workdir.glob(f"ingest-{repeat}.duckdb*"):  # the file, its WAL, its spool
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
         doc["repeats"] = repeats
         doc["limits"] = limits
         doc["median"] = summarise(repeats, limits)

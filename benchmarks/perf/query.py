@@ -231,7 +231,10 @@ SELECT
     NULL AS input_text,
     NULL AS output_text,
     ?::BIGINT AS commit_seq,
-    {RESOURCE_KEY}::BIGINT AS resource_key  -- RESOURCE, kept once in resources (schema migration 5)
+    {RESOURCE_KEY}::BIGINT AS resource_key,  -- RESOURCE, kept once in resources (schema migration 5)
+    -- Schema migration 6: lousho.harness.revision is declared, so no fingerprint and no derived source.
+    NULL AS fingerprint,
+    NULL AS revision_source
 FROM t
 """.replace("{RESOURCE_KEY}", str(RESOURCE_KEY))
 

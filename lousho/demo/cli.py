@@ -90,9 +90,10 @@ def demo(workdir: Path, n_runs: int) -> None:
                 "GROUP BY ALL ORDER BY ALL")
     finally:
         code = daemon.stop()
-    _say(f"12. daemon stopped with SIGTERM: drained, committed, exit code {code}")
+    _say(f"12. daemon stopped with SIGTERM: drained, loaded, checkpointed, exit code {code}")
     if code != 0:
         raise SystemExit(code)
+    _acked_then_killed(workdir / "burst.duckdb")
     _say(f"done. Stores: {db} (spans) and {store_url} (runs). Try: lousho sql --db {db} \"SELECT * FROM runs LIMIT 5\"")
     _say("To look at it, serve the demo's store (the page is on the daemon's HTTP port):")
     click.echo(f"   lousho observe --db {db} --agent ledger={agent_dir}:{agent_dir / 'check.py'} "
@@ -170,6 +171,43 @@ def _self_healing_loop(agent_dir: Path, observe_url: str, store_url: str) -> Non
         click.echo(f"   the harness is back at {read_harness(agent_dir).revision} (the kept edit): {same}")
     _lousho("improve", "audit", str(agent_dir), "--verify")
     _lousho("improve", "status", str(agent_dir))
+
+
+def _acked_then_killed(db: Path, spans: int = 20_000) -> None:
+    """A burst acked from the spool, a SIGKILL before the store loaded it, and the replay that loads it."""
+    from lousho.observe import connect
+    from lousho.observe.client.export import instrument
+    from lousho.observe.client.process import start_daemon
+
+    _say(f"13. a burst of {spans:,} spans from one process through instrument(): each export is acked once its body "
+         "is synced in the spool, before DuckDB has it; then SIGKILL, no drain")
+    # The loader gathers for 5 s here, so the kill finds every acked span in the spool and none in the store yet;
+    # queries do not wait for it (--read-wait 0), so the count below shows what the store had.
+    daemon = start_daemon(db, "--load-interval", "5", "--read-wait", "0")
+    try:
+        provider = instrument("burst-demo", daemon.url)
+        tracer = provider.get_tracer("demo")
+        started = time.perf_counter()
+        for i in range(spans):
+            with tracer.start_as_current_span(f"chat {i}", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+        provider.shutdown()  # every batch exported and acked
+        took = time.perf_counter() - started
+        (loaded,) = connect(daemon.url).sql("SELECT count(*) AS n FROM spans")["n"]
+        click.echo(f"   exported in {took:.1f} s; loaded into DuckDB before the kill: {loaded:,} spans")
+    finally:
+        daemon.kill()
+    daemon = start_daemon(db)
+    try:
+        for line in daemon.output:
+            if "replaying" in line:
+                click.echo(f"   restart: {line.split('WARNING', 1)[-1].strip(' :')}")
+        (stored,) = connect(daemon.url).sql("SELECT count(*) AS n FROM spans WHERE service_name = 'burst-demo'")["n"]
+        click.echo(f"   after the restart the store has {stored:,} of the {spans:,} spans, each once")
+        if stored != spans:
+            raise click.ClickException(f"{spans - stored} acked spans were lost")
+    finally:
+        daemon.stop()
 
 
 def _untagged_agent(observe_url: str) -> None:

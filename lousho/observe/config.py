@@ -35,8 +35,17 @@ class DaemonConfig:
     token: str | None = field(default=None, repr=False)
     # OTLP: the server MUST cap the body, after decompression too; 64 MiB is the recommended default.
     max_body_bytes: int = 64 * MIB
-    # Bytes of decoded requests waiting for the writer before new ones are refused with 503.
+    # Bytes of decoded requests the loader holds in memory (past it, it reads them back from the spool), and
+    # the budget of bodies being read.
     queue_bytes: int = 256 * MIB
+    # The spool (store/spool.py): accepted bodies on disk until loaded and checkpointed; past the bound, 503.
+    # None: a quarter of the free disk, between 64 MiB and 4 GiB. The directory: beside the store by default.
+    spool_bytes: int | None = None
+    spool_dir: Path | None = None
+    # The loader appends what arrived within this long in one transaction (at once when a reader waits).
+    load_interval_s: float = 0.01
+    # A query waits at most this long for the loader to reach the acks sent before it (read your acks).
+    read_wait_s: float = 5.0
     retry_after_s: int = 1
     sql_timeout_s: float = 30.0
     sql_max_rows: int = 1_000_000
@@ -51,7 +60,7 @@ class DaemonConfig:
     sql_query_memory_bytes: int | None = None
     # A client that takes nothing of an answer for this long is cut off, and the answer freed.
     send_timeout_s: float = 30.0
-    # A pause before each commit; a fault point to show backpressure, 0 in real use.
+    # A pause before each load; a fault point to show a slow store, 0 in real use.
     commit_delay_s: float = 0.0
     # Span keys the writer holds to drop a re-sent span (recent_keys.py); a smaller window shows compaction.
     dedup_window: int = 2 * 1024 * 1024

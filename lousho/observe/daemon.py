@@ -1,8 +1,8 @@
 """Run the observe daemon: store, writer, OTLP/HTTP + SQL on one port, OTLP/gRPC on another.
 
-SIGTERM or SIGINT: stop listening, let requests in flight finish (they wait for their commit) for up
+SIGTERM or SIGINT: stop listening, let requests in flight finish (they wait for the spool's sync) for up
 to the shutdown timeout, then cancel the rest (a client still sending its body gets no answer; it was
-never acked), commit whatever is queued, checkpoint DuckDB, exit 0.
+never acked), load whatever the spool holds, checkpoint DuckDB, delete the loaded spool segments, exit 0.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import duckdb
 import uvicorn
 
 from lousho.kernel._listen import listen_tcp
@@ -64,9 +65,19 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             print(warning, file=sys.stderr, flush=True)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window,
                       memory_limit=f"{config.memory_limit}B")
-    writer = Writer(
-        store, metrics, capacity_bytes=config.queue_bytes, commit_delay=config.commit_delay_s
-    )
+    try:
+        writer = Writer(store, metrics, capacity_bytes=config.queue_bytes, spool_dir=config.spool_dir,
+                        spool_bytes=config.spool_bytes, load_interval_s=config.load_interval_s,
+                        commit_delay=config.commit_delay_s)
+    except BaseException:
+        store.close()
+        raise
+
+    def reader() -> duckdb.DuckDBPyConnection:
+        # Read your acks: a query sees every request acked before it arrived (or waits read_wait_s).
+        writer.wait_loaded(config.read_wait_s)
+        return store.reader()
+
     sock = _bind(config.host, config.port)
     grpc_server = None
     grpc_port = None
@@ -85,7 +96,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             watcher.start()
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)
-        app = build_app(config, writer, metrics, store.reader, page=page(store.reader) if page else None)
+        app = build_app(config, writer, metrics, store.reader, page=page(reader) if page else None)
         server = _Server(
             uvicorn.Config(
                 app,
@@ -117,8 +128,9 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             grpc_server.stop(grace=config.shutdown_timeout_s).wait()
         writer.close()
         try:
-            store.checkpoint()
-        except StoreDiskFull as e:  # deliberate: the WAL keeps every committed span; the next start replays it
+            if store.checkpoint():
+                writer.release_spool()  # what the store now holds in its file; the rest replays at the next start
+        except StoreDiskFull as e:  # deliberate: the WAL and the spool keep everything; the next start replays
             logger.warning("no checkpoint at exit: %s", e)
         store.close()
         sock.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from lousho.observe.client.cli import DEFAULT_DB, _token
 from lousho.observe.config import MIB, DaemonConfig
@@ -74,7 +75,18 @@ class Wiring:
 @click.option("--max-body-mib", type=int, default=64, show_default=True,
               help="Request body limit, after decompression (413 above it).")
 @click.option("--queue-mib", type=float, default=256, show_default=True,
-              help="Admission queue: bytes waiting for the writer before 503 + Retry-After.")
+              help="Memory for accepted requests waiting for the loader (past it they are read back from the "
+                   "spool), and for bodies being read (past it 503 + Retry-After).")
+@click.option("--spool-mib", type=click.FloatRange(min=0.001), default=None,
+              help="The spool's bound: accepted bodies on disk until loaded and checkpointed; past it 503 + "
+                   "Retry-After [default: a quarter of the free disk, 64 MiB to 4 GiB].")
+@click.option("--spool-dir", type=click.Path(path_type=Path), default=None,
+              help="The spool's directory [default: beside --db, named DB.spool].")
+@click.option("--read-wait", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Seconds a query waits for the spans acked before it to be loaded (read your acks); the "
+                   "answer's x-lousho-lag-ms says how far behind it is when the wait ran out.")
+@click.option("--load-interval", type=click.FloatRange(min=0), default=0.01, hidden=True,
+              help="Seconds of accepted requests the loader appends in one transaction.")
 @click.option("--sql-timeout", type=float, default=30.0, show_default=True,
               help="Seconds before a SQL query is stopped.")
 @click.option("--sql-workers", type=click.IntRange(min=1), default=4, show_default=True,
@@ -137,7 +149,8 @@ def observe(
     db: Path, host: str, port: int, grpc_port: int, token: str | None, token_file: Path | None,
     allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
     header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
-    queue_mib: float, sql_timeout: float, sql_workers: int, sql_max_query_kib: int, memory_limit: str | None,
+    queue_mib: float, spool_mib: float | None, spool_dir: Path | None, read_wait: float, load_interval: float,
+    sql_timeout: float, sql_workers: int, sql_max_query_kib: int, memory_limit: str | None,
     sql_query_memory: str | None, send_timeout: float, commit_delay: float, dedup_window: int,
     agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
@@ -153,6 +166,9 @@ def observe(
     from lousho.observe.trigger.detector import CusumConfig
 
     wiring = wiring or Wiring()
+    if token and click.get_current_context().get_parameter_source("token") is ParameterSource.COMMANDLINE:
+        click.echo("lousho observe: warning: --token on the command line is visible to every user of this machine "
+                   "in the process list; use --token-file or LOUSHO_TOKEN instead", err=True)
     # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
     specs = parse_agents(agents)
     for spec in specs:
@@ -172,6 +188,8 @@ def observe(
         tls_cert=tls_cert, tls_key=tls_key, header_timeout_s=header_timeout,
         body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
         max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
+        spool_bytes=int(spool_mib * MIB) if spool_mib is not None else None, spool_dir=spool_dir,
+        read_wait_s=read_wait, load_interval_s=load_interval,
         sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
         dedup_window=dedup_window, sql_max_query_bytes=sql_max_query_kib * 1024,
         memory_limit_bytes=_size("--memory-limit", memory_limit),

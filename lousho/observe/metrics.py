@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull
+
+# Bounds of the load-lag histogram, seconds.
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass
@@ -32,6 +37,26 @@ class Metrics:
     trigger_detectors: dict[str, tuple[str, float, float | None, int, int]] = field(default_factory=dict)
     queue_bytes: int = 0
     queue_capacity_bytes: int = 0
+    # The spool (store/spool.py): bytes on disk (loaded or not, until a checkpoint lets them go) and its bound.
+    spool_bytes: int = 0
+    spool_capacity_bytes: int = 0
+    spool_syncs: int = 0
+    spool_sync_seconds_sum: float = 0.0
+    spool_records: int = 0
+    # Records accepted before a stop and loaded after the next start; records kept on disk only (memory
+    # was spent) and read back; records that could not be loaded (skipped, logged); damaged segments.
+    spool_replayed: int = 0
+    spool_spilled: int = 0
+    spool_unloadable: int = 0
+    spool_damaged_segments: int = 0
+    # The loader: spans per load, and seconds from each request's ack to its load (a histogram).
+    load_spans_sum: int = 0
+    load_spans_max: int = 0
+    load_lag_counts: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
+    load_lag_sum: float = 0.0
+    # The loader's lag now (seconds since the oldest record not loaded was acked), set by the daemon's reader.
+    lag_now: Callable[[], float] | None = field(default=None, repr=False)
+    spool_bytes_now: Callable[[], int] | None = field(default=None, repr=False)
     # Set once the store is found damaged: /healthz answers 503 with it from then on.
     store_damage: StoreCorrupt | None = None
     # Set while the store's disk is full (retryable: exports get 503, /healthz says why); cleared when room returns.
@@ -70,6 +95,15 @@ class Metrics:
         with self._lock:
             self.trigger_detectors[agent] = (revision, statistic, threshold, reference_runs, reference_needed)
 
+    def observe_load(self, lags: list[float], spans: int) -> None:
+        """One load: the spans it appended, and each of its requests' lag from ack to load."""
+        with self._lock:
+            self.load_spans_sum += spans
+            self.load_spans_max = max(self.load_spans_max, spans)
+            for lag in lags:
+                self.load_lag_counts[bisect.bisect_left(LAG_BUCKETS, lag)] += 1
+                self.load_lag_sum += lag
+
     def observe_commit(self, seconds: float) -> None:
         with self._lock:
             self.commits += 1
@@ -104,6 +138,30 @@ class Metrics:
                 ("lousho_queue_bytes", "gauge", "bytes waiting for the writer", self.queue_bytes),
                 ("lousho_queue_capacity_bytes", "gauge", "admission queue capacity",
                  self.queue_capacity_bytes),
+                ("lousho_spool_bytes", "gauge", "bytes in the spool (accepted, until loaded and checkpointed)",
+                 self.spool_bytes_now() if self.spool_bytes_now is not None else self.spool_bytes),
+                ("lousho_spool_capacity_bytes", "gauge", "the spool's bound: past it requests get 503",
+                 self.spool_capacity_bytes),
+                ("lousho_spool_syncs_total", "counter", "fdatasyncs of the spool (one per group of requests)",
+                 self.spool_syncs),
+                ("lousho_spool_sync_seconds_sum", "counter", "time spent writing and syncing the spool",
+                 self.spool_sync_seconds_sum),
+                ("lousho_spool_records_total", "counter", "requests made durable in the spool (acked)",
+                 self.spool_records),
+                ("lousho_spool_replayed_total", "counter", "accepted requests loaded after a restart",
+                 self.spool_replayed),
+                ("lousho_spool_spilled_total", "counter",
+                 "accepted requests kept on disk only (the loader's memory was spent) and read back",
+                 self.spool_spilled),
+                ("lousho_spool_unloadable_total", "counter", "accepted requests the store could not take (logged)",
+                 self.spool_unloadable),
+                ("lousho_spool_damaged_segments_total", "counter", "spool segments found damaged at start",
+                 self.spool_damaged_segments),
+                ("lousho_load_spans_sum", "counter", "spans in the loader's commits (÷ commits: spans per commit)",
+                 self.load_spans_sum),
+                ("lousho_load_spans_max", "gauge", "the largest load, in spans", self.load_spans_max),
+                ("lousho_loader_lag_seconds", "gauge", "age of the oldest acked request not yet loaded",
+                 round(self.lag_now(), 6) if self.lag_now is not None else 0.0),
                 ("lousho_store_corrupt", "gauge", "1 once the store file was found damaged",
                  int(self.store_damage is not None)),
                 ("lousho_store_disk_full", "gauge", "1 while the store's disk is full (exports get 503)",
@@ -127,8 +185,21 @@ class Metrics:
                   "# HELP lousho_json_decoder_info the OTLP/JSON decoder this daemon runs",
                   "# TYPE lousho_json_decoder_info gauge",
                   f'lousho_json_decoder_info{{decoder="{self.json_decoder}"}} 1']
+        lines += _lag_histogram(list(self.load_lag_counts), self.load_lag_sum)
         lines += _detector_lines(detectors)
         return "\n".join(lines) + "\n"
+
+def _lag_histogram(counts: list[int], total: float) -> list[str]:
+    name = "lousho_load_lag_seconds"
+    lines = [f"# HELP {name} seconds from a request's ack to the load of its spans", f"# TYPE {name} histogram"]
+    running = 0
+    for bound, count in zip((*LAG_BUCKETS, float("inf")), counts, strict=True):
+        running += count
+        le = "+Inf" if bound == float("inf") else repr(bound)
+        lines.append(f'{name}_bucket{{le="{le}"}} {running}')
+    lines += [f"{name}_sum {round(total, 6)}", f"{name}_count {running}"]
+    return lines
+
 
 def _detector_lines(detectors: dict[str, tuple[str, float, float | None, int, int]]) -> list[str]:
     """One sample per registered agent and metric, labelled by agent and live revision; the threshold is

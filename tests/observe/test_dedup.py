@@ -123,9 +123,11 @@ def test_the_writer_compacts_a_copy_past_the_filter_when_idle_and_counts_it(tmp_
     metrics = Metrics()
     writer = Writer(store, metrics, capacity_bytes=1 << 20, compact_every_s=0.05)
     try:
-        first = decode_request(request(_scored_spans(2)))
-        for batch in (first, decode_request(request(_scored_spans(2))), first):
-            writer.submit(batch, 100).result(timeout=10)
+        first = request(_scored_spans(2))
+        for message in (first, request(_scored_spans(2)), first):
+            body = message.SerializeToString()
+            writer.submit(decode_request(message), len(body), body).result(timeout=10)
+            assert writer.wait_loaded(10) == 0  # one load each: the third meets the window, not its own batch
         assert metrics.spans_accepted == 6  # the window held only the second request's keys
         con = store.reader()
 

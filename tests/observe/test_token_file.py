@@ -113,3 +113,22 @@ def test_a_token_flag_and_a_token_file_together_are_a_usage_error(tmp_path, toke
                    "--token", "other", "--token-file", str(token_file))
     assert done.returncode == 2
     assert "LOUSHO_OBSERVE_TOKEN_TWICE" in done.stdout + done.stderr
+
+
+@pytest.mark.system
+def test_a_token_on_the_command_line_warns_that_the_process_list_shows_it(tmp_path, token_file):
+    flagged = start_daemon(tmp_path / "a.duckdb", "--token", TOKEN)
+    try:
+        assert TOKEN.encode() in Path(f"/proc/{flagged.pid}/cmdline").read_bytes()
+        warning = [line for line in flagged.output if "visible" in line and "process list" in line]
+        assert warning and "--token-file" in warning[0], flagged.output
+        assert TOKEN not in warning[0]  # the warning does not print the secret it warns about
+    finally:
+        assert flagged.stop() == 0
+    for how in (("--token-file", str(token_file)), ()):
+        env = {} if how else {"LOUSHO_TOKEN": TOKEN}
+        quiet = start_daemon(tmp_path / f"b{len(how)}.duckdb", *how, env=env)
+        try:
+            assert not [line for line in quiet.output if "process list" in line], quiet.output
+        finally:
+            assert quiet.stop() == 0

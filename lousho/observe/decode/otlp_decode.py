@@ -114,10 +114,44 @@ class Decoded:
     def span_count(self) -> int:
         return len(self.spans["span_id"])
 
+    @property
+    def score_count(self) -> int:
+        return len(self.scores["seq"])
+
     def error_message(self) -> str:
-        shown = "; ".join(self.errors[:5])
-        more = len(self.errors) - 5
-        return shown + (f"; and {more} more" if more > 0 else "")
+        return error_message(self.errors, len(self.errors))
+
+
+# The messages of rejected spans a partial-success answer shows; the rest are counted.
+SHOWN_ERRORS = 5
+
+
+def error_message(errors: list[str], count: int) -> str:
+    """The partial-success message of ``count`` rejected spans, the first of whose messages are ``errors``."""
+    shown = "; ".join(errors[:SHOWN_ERRORS])
+    more = count - SHOWN_ERRORS
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What decoding a body would report, without its rows: a request can be answered (partial success, or
+    BadPayload) before it is decoded for the store. ``errors`` holds the first ``SHOWN_ERRORS`` messages of the
+    ``rejected`` spans, enough for the same ``error_message()``."""
+
+    span_count: int
+    score_count: int
+    rejected: int
+    nulled: int
+    errors: tuple[str, ...]
+
+    @classmethod
+    def of(cls, decoded: Decoded) -> Checked:
+        return cls(decoded.span_count, decoded.score_count, decoded.rejected, decoded.nulled,
+                   tuple(decoded.errors[:SHOWN_ERRORS]))
+
+    def error_message(self) -> str:
+        return error_message(list(self.errors), self.rejected)
 
 
 def resource_key(resource_json: str) -> int:
@@ -135,6 +169,16 @@ def decode_protobuf(body: bytes) -> Decoded:
     except DecodeError as e:
         raise BadPayload(f"not an OTLP ExportTraceServiceRequest in protobuf: {e}") from None
     return decode_request(request)
+
+
+def check_protobuf(body: bytes) -> Checked:
+    """``decode_protobuf``'s counts and refusal; this reference builds the rows and drops them."""
+    return Checked.of(decode_protobuf(body))
+
+
+def check_json(body: bytes) -> Checked:
+    """``decode_json``'s counts and refusal; this reference builds the rows and drops them."""
+    return Checked.of(decode_json(body))
 
 
 def decode_json(body: bytes) -> Decoded:

@@ -12,6 +12,7 @@ also gives every error. ``path_counts`` says how many went each way.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from opentelemetry.proto.common.v1.common_pb2 import (
     AnyValue,
@@ -25,7 +26,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from lousho.observe.decode import native_ext, otlp_decode, otlp_native
-from lousho.observe.decode.otlp_decode import Decoded
+from lousho.observe.decode.otlp_decode import Checked, Decoded
 
 _otlp_json = native_ext.load("_otlp_json")
 
@@ -49,12 +50,25 @@ if AVAILABLE:
 
 def decode_json(body: bytes) -> Decoded:
     """As ``otlp_decode.decode_json``; raises BadPayload for a body that is not an OTLP/JSON trace request."""
+    return _through_wire(body, otlp_native.decode_protobuf, otlp_decode.decode_json)
+
+
+def check_json(body: bytes) -> Checked:
+    """What ``decode_json`` would report for ``body``, or the BadPayload it would raise, building no rows when
+    the body transcodes: the check then holds the body and its protobuf wire bytes (smaller than the JSON).
+    A body handed to the reference is decoded there and its rows dropped."""
+    return _through_wire(body, otlp_native.check_protobuf, otlp_decode.check_json)
+
+
+_T = TypeVar("_T")
+
+
+def _through_wire(body: bytes, native: Callable[[bytes], _T], reference: Callable[[bytes], _T]) -> _T:
+    """``native`` on the body transcoded to protobuf, or ``reference`` on the JSON when it cannot be."""
     if not AVAILABLE:
         raise RuntimeError("the native decoders are not built: pip install -e . builds them")
     wire = _otlp_json.transcode(body)
-    if wire is None:
-        return otlp_decode.decode_json(body)
-    return otlp_native.decode_protobuf(wire)
+    return reference(body) if wire is None else native(wire)
 
 
 def path_counts() -> dict[str, int]:
@@ -65,3 +79,8 @@ def path_counts() -> dict[str, int]:
 def json_decoder() -> Callable[[bytes], Decoded]:
     """The decoder the daemon runs for OTLP/JSON: this one when built, else the reference."""
     return decode_json if AVAILABLE else otlp_decode.decode_json
+
+
+def json_checker() -> Callable[[bytes], Checked]:
+    """The check to run on an OTLP/JSON body before acking it: ``check_json`` when built, else the reference's."""
+    return check_json if AVAILABLE else otlp_decode.check_json

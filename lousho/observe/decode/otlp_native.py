@@ -34,8 +34,10 @@ from lousho.observe.decode.otlp_decode import (
     _STATUS,
     EVALUATION_EVENT,
     SCORE_FIELDS,
+    SHOWN_ERRORS,
     SPAN_FIELDS,
     BadPayload,
+    Checked,
     Decoded,
     add_conventions,
 )
@@ -129,6 +131,10 @@ class NativeDecoded(Decoded):
     def span_count(self) -> int:
         return self.rows
 
+    @property
+    def score_count(self) -> int:
+        return self.score_rows + len(self.scores["seq"])
+
     def span_table(self, schema: pa.Schema, *, consume: bool = False) -> pa.Table:
         """The spans as the store's Arrow table; ``consume`` lets go of the buffers and lists once converted."""
         arrays = [_array(schema.field(name).type, self.rows, spec) for name, spec in zip(COLUMNS, self.buffers,
@@ -203,6 +209,21 @@ def decode_protobuf(body: bytes) -> NativeDecoded:
     return out
 
 
+def check_protobuf(body: bytes) -> Checked:
+    """What ``decode_protobuf`` would report for ``body`` (its counts, its rejected spans' message) or the
+    BadPayload it would raise, with the same walk of the wire but no column, resource or score row built: the
+    memory it takes beyond the body does not grow with the spans. Spans whose conventions only the Python step
+    computes still go through it, into a scratch ``Decoded`` emptied after each (that step counts ``nulled``).
+    Not counted in ``path_counts``."""
+    if _otlp_native is None:
+        raise RuntimeError("the native decoder is not built: pip install -e . builds it")
+    scratch = Decoded()
+    errors: list[str] = []
+    lists = (*scratch.spans.values(), *scratch.scores.values())
+    rejected, spans, scores = _otlp_native.check(body, scratch, errors, scratch.scores["seq"], lists, SHOWN_ERRORS)
+    return Checked(spans, scores, rejected, scratch.nulled, tuple(errors))
+
+
 def path_counts() -> dict[str, int]:
     """Spans decoded since import whose convention columns were computed natively, natively with a price from
     the table, and by the Python step."""
@@ -212,3 +233,9 @@ def path_counts() -> dict[str, int]:
 def protobuf_decoder() -> Callable[[bytes], Decoded]:
     """The decoder the daemon runs for OTLP/protobuf (HTTP and gRPC): this one when built, else the reference."""
     return decode_protobuf if AVAILABLE else otlp_decode.decode_protobuf
+
+
+def protobuf_checker() -> Callable[[bytes], Checked]:
+    """The check to run on an OTLP/protobuf body before acking it: ``check_protobuf`` when built, else the
+    reference's (which decodes and drops the rows)."""
+    return check_protobuf if AVAILABLE else otlp_decode.check_protobuf

@@ -18,10 +18,10 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from lousho.observe.config import DaemonConfig
 from lousho.observe.decode import otlp_native
 from lousho.observe.decode.otlp_decode import BadPayload
-from lousho.observe.errors import StoreDiskFull, bind_error
+from lousho.observe.errors import StoreCorrupt, StoreDiskFull, bind_error
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.http_layers import bearer_matches
-from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.spool import KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -33,7 +33,7 @@ class _TraceService:
         self._writer = writer
         self._metrics = metrics
         self._expected = config.token.encode() if config.token else None
-        self._decode = otlp_native.protobuf_decoder()
+        self._check = otlp_native.protobuf_checker()
 
     def export(self, body: bytes, context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
         if self._expected is not None:
@@ -44,18 +44,21 @@ class _TraceService:
         if not self._writer.has_room(nbytes):
             self._refuse(context)
         try:
-            decoded, batch = decode_for_store(self._decode, body)
+            checked = self._check(body)  # counts and errors only: the rows are decoded after the ack
         except BadPayload as e:
             self._metrics.add(requests_bad=1)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        self._metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
+        self._metrics.add(spans_rejected=checked.rejected, values_nulled=checked.nulled)
         try:
-            future = self._writer.submit(batch, nbytes)
-            del batch  # the writer holds it until the commit; the ack needs only the counts
+            future = self._writer.submit(checked, nbytes, body, KIND_PROTOBUF)
+            del body  # the spool and the loader hold it now; the ack needs only the counts
         except (QueueFull, ShuttingDown):
             self._refuse(context)
         try:
             future.result()
+        except StoreCorrupt as e:
+            self._metrics.mark_store_damaged(e)
+            context.abort(grpc.StatusCode.INTERNAL, f"{e.code}: {e.message}; {e.hint}")
         except StoreDiskFull as e:
             self._metrics.add(requests_refused_disk_full=1)
             self._retry_later(context)
@@ -64,9 +67,9 @@ class _TraceService:
             code = grpc.StatusCode.UNAVAILABLE if is_transient(e) else grpc.StatusCode.INVALID_ARGUMENT
             context.abort(code, f"commit failed: {e}")
         response = trace_service_pb2.ExportTraceServiceResponse()
-        if decoded.rejected:
-            response.partial_success.rejected_spans = decoded.rejected
-            response.partial_success.error_message = decoded.error_message()
+        if checked.rejected:
+            response.partial_success.rejected_spans = checked.rejected
+            response.partial_success.error_message = checked.error_message()
         return response
 
     def _refuse(self, context: grpc.ServicerContext) -> None:

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lousho.kernel._checked_json import NestedTooDeep, invalid_text, loads_bounded
 from lousho.observe.config import DaemonConfig
 from lousho.observe.decode import otlp_json_native, otlp_native
-from lousho.observe.decode.otlp_decode import BadPayload, Decoded
+from lousho.observe.decode.otlp_decode import BadPayload, Checked, Decoded
 from lousho.observe.errors import ObserveError, SqlBusy, SqlTooLarge, StoreCorrupt, StoreDiskFull
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.http_guard import HostGuard
@@ -37,7 +37,7 @@ from lousho.observe.sql import query as sql_api
 from lousho.observe.sql.sql_csv import csv_text
 from lousho.observe.sql.sql_json import row_keys, rows_json
 from lousho.observe.sql.sql_pool import SqlPool, Ticket
-from lousho.observe.store.span_store import decode_for_store
+from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
@@ -45,6 +45,8 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 CSV = "text/csv"
 # A query and its parameters need a few levels (a list parameter is 3 deep); deeper is refused before parsing.
 SQL_MAX_JSON_DEPTH = 32
+# An OTLP body under this size is checked on the event loop (about 0.5 ms at most); a larger one on a thread.
+INLINE_CHECK_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,8 @@ def build_app(
 ) -> ASGIApp:
     """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them ``page``
     (the web page, which the CLI builds: observe imports no other part), with its own token layer."""
-    decode_protobuf = otlp_native.protobuf_decoder()
-    decode_json = otlp_json_native.json_decoder()
+    check_protobuf = otlp_native.protobuf_checker()
+    check_json = otlp_json_native.json_checker()
 
     async def traces(request: Request) -> Response:
         ctype = request.headers.get("content-type", "")
@@ -86,18 +88,19 @@ def build_app(
         size = len(body)
         if not writer.has_room(size):
             return _unavailable(request, config, metrics)
-        decoder = decode_json if base == "application/json" else decode_protobuf
+        checker = check_json if base == "application/json" else check_protobuf
         try:
-            decoded, batch = await run_in_threadpool(decode_for_store, decoder, body)
+            # The check (counts and errors, no columns) is all the ack needs; the rows are decoded after it. A
+            # small body is checked on the event loop: a hop to a thread would cost more than the check.
+            checked = checker(body) if size < INLINE_CHECK_BYTES else await run_in_threadpool(checker, body)
         except BadPayload as e:
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
-        del body  # decoded: from here to the ack only the Arrow batch is held
-        metrics.add(spans_rejected=decoded.rejected, values_nulled=decoded.nulled)
+        metrics.add(spans_rejected=checked.rejected, values_nulled=checked.nulled)
         try:
-            future = writer.submit(batch, size)
-            del batch  # the writer holds it until the commit; the ack needs only the counts
+            future = writer.submit(checked, size, body, KIND_JSON if checker is check_json else KIND_PROTOBUF)
+            del body  # the spool and the loader hold it now; the ack needs only the counts
         except (QueueFull, ShuttingDown):
             return _unavailable(request, config, metrics)
         try:
@@ -119,7 +122,7 @@ def build_app(
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_UNSTORABLE", f"the store refused this batch: {e}",
                           "the daemon's log has the cause; do not resend this batch")
-        return _export_response(base, decoded)
+        return _export_response(base, checked)
 
     sql_pool = SqlPool(config.sql_workers, queue=config.sql_workers)
 
@@ -143,7 +146,9 @@ def build_app(
         accept = request.headers.get("accept", "")
         media_type = ARROW_STREAM if ARROW_STREAM in accept else CSV if CSV in accept else "application/json"
 
-        def run() -> tuple[bytes, bool, int]:
+        def run() -> tuple[bytes, bool, int, float]:
+            # Read your acks: the query sees every request acked before it arrived, or says how far behind it is.
+            lag = writer.wait_loaded(config.read_wait_s)
             con: duckdb.DuckDBPyConnection = reader_factory()
             try:
                 result = sql_api.run_query(
@@ -155,14 +160,14 @@ def build_app(
                 con.close()
             # Encoded here, on the SQL worker: a million rows must not stall the event loop.
             encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
-            return encode(result), result.truncated, result.table.num_rows
+            return encode(result), result.truncated, result.table.num_rows, lag
 
         try:
             ticket = sql_pool.admit()
         except SqlBusy as e:
             return _error(request, 503, e.code, e.message, e.hint, retry_after=config.retry_after_s)
         try:
-            body, truncated, rows = await sql_pool.run(run)
+            body, truncated, rows, lag = await sql_pool.run(run)
         except ObserveError as e:
             ticket.release()
             return _error(request, 413 if isinstance(e, SqlTooLarge) else 400, e.code, e.message, e.hint)
@@ -175,7 +180,7 @@ def build_app(
                           f"the encoded answer passed the {config.sql_query_memory} bytes one query may hold",
                           "narrow the query (WHERE, fewer columns, LIMIT) or ask for Arrow")
         ticket.hold(len(body))
-        headers = {"x-lousho-rows": str(rows)}
+        headers = {"x-lousho-rows": str(rows), "x-lousho-lag-ms": str(round(lag * 1000))}
         if truncated:
             headers["x-lousho-truncated"] = "true"
         return _HeldAnswer(body, ticket, media_type=media_type, headers=headers)
@@ -255,7 +260,7 @@ def _beside(api: ASGIApp, page: Mounted) -> ASGIApp:
     return app
 
 
-def _export_response(base_type: str, decoded: Decoded) -> Response:
+def _export_response(base_type: str, decoded: Decoded | Checked) -> Response:
     response = ExportTraceServiceResponse()
     if decoded.rejected:
         # Partial success: still 200, with the count and a message (OTLP "Partial Success").

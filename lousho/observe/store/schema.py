@@ -192,6 +192,11 @@ _REVISION_SOURCES = (
     *runs_table.REBUILD,
 )
 
+_SPOOL_POSITION = (
+    "CREATE TABLE IF NOT EXISTS lousho_spool (loaded_seq BIGINT NOT NULL)",
+    "INSERT INTO lousho_spool SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM lousho_spool)",
+)
+
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spans, scores and the runs view", (_SPANS, _SCORES)),
     ("runs from any GenAI trace: run roots, tokens, cost, input and output text; the sessions view",
@@ -209,6 +214,8 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runs as the frameworks' real traces need them: a revision from the first model call, no count for "
      "LlamaIndex's request-building span, the openai class of an HTTP error, no error type on an ok run",
      runs_table.REBUILD),
+    ("the spool's position: the last accepted request loaded, committed with its spans (a restart replays the "
+     "rest exactly once)", _SPOOL_POSITION),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

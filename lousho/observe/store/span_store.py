@@ -94,6 +94,8 @@ _INSERT_SCORES = (
 # A copy that got past the filter may have been folded into the kept runs already (counted twice there):
 # compaction that removes one drops the kept tables, and the next fold makes them again from the spans.
 _REFOLD = runs_table.REBUILD
+_SPOOL_POSITION = "SELECT loaded_seq FROM lousho_spool"
+_MARK_SPOOL = "UPDATE lousho_spool SET loaded_seq = ?"
 _LAST_COMMIT_SEQ = ("SELECT greatest((SELECT coalesce(max(commit_seq), 0) FROM spans), "
                     "(SELECT coalesce(max(commit_seq), 0) FROM scores))")
 
@@ -219,10 +221,11 @@ class SpanStore:
             self._con.close()
             raise
 
-    def append(self, batches: Sequence[Decoded | ArrowBatch]) -> AppendResult:
+    def append(self, batches: Sequence[Decoded | ArrowBatch], spool_seq: int | None = None) -> AppendResult:
         """Insert the spans and scores of ``batches`` in one transaction; duplicates are dropped.
 
-        Raises StoreCorrupt once the file is known to be damaged."""
+        ``spool_seq``: the last spool record these batches come from, recorded in the same transaction (a
+        restart replays only the records past it). Raises StoreCorrupt once the file is known to be damaged."""
         if self.damaged is not None:
             raise self.damaged
         if self.disk_full is not None and self._invalidated:
@@ -244,9 +247,11 @@ class SpanStore:
                 scores = scores.filter(keep)
         if inserted:
             resources = self._new_resources([b.resources for b in converted])
-            self._insert(spans, scores, resources)
+            self._insert(spans, scores, resources, spool_seq)
             self._recent.add(hi[fresh], lo[fresh])
             self._remember_resources(resources)
+        elif spool_seq is not None:
+            self.mark_spool_position(spool_seq)  # nothing new to insert: the position moves all the same
         return AppendResult(inserted=inserted, duplicates=len(fresh) - inserted)
 
     def _new_resources(self, tables: list[pa.Table]) -> pa.Table:
@@ -265,7 +270,21 @@ class SpanStore:
             self._stored_resources.clear()
         self._stored_resources.update(resources.column("resource_key").to_pylist())
 
-    def _insert(self, spans: pa.Table, scores: pa.Table, resources: pa.Table) -> None:
+    def spool_position(self) -> int:
+        """The last spool record whose spans are in the store (0: none yet)."""
+        return int(self._con.execute(_SPOOL_POSITION).fetchall()[0][0])
+
+    def mark_spool_position(self, spool_seq: int) -> None:
+        """Record that every spool record up to ``spool_seq`` is loaded, alone (nothing else to commit)."""
+        if self.damaged is not None:
+            raise self.damaged
+        try:
+            self._con.execute(_MARK_SPOOL, [spool_seq])
+        except duckdb.Error as e:
+            self._note_damage(e)
+            raise
+
+    def _insert(self, spans: pa.Table, scores: pa.Table, resources: pa.Table, spool_seq: int | None) -> None:
         con = self._con
         self._commit_seq += 1
         # The connection's begin/commit methods, not BEGIN/COMMIT statements: nothing to parse and plan on the
@@ -285,6 +304,8 @@ class SpanStore:
                     con.register("score_batch", scores)
                     registered.append("score_batch")
                     con.execute(_INSERT_SCORES, [self._commit_seq])
+                if spool_seq is not None:
+                    con.execute(_MARK_SPOOL, [spool_seq])
                 con.commit()
             except BaseException:
                 _rollback(con)
@@ -324,8 +345,10 @@ class SpanStore:
         """A cursor on the same database: sees committed data, safe to use from another thread."""
         return self._con.cursor()
 
-    def checkpoint(self) -> bool:
-        """Fold the WAL into the file; returns whether it ran (False: skipped, try again later)."""
+    def checkpoint(self, wait: bool = False) -> bool:
+        """Fold the WAL into the file; returns whether it ran (False: skipped, try again later).
+
+        ``wait``: wait for a fold in progress rather than skip (the spool needs the room the checkpoint frees)."""
         if self.damaged is not None:
             return False  # nothing to fold in: DuckDB refuses every statement on an invalidated database
         if self.disk_full is not None:
@@ -333,7 +356,7 @@ class SpanStore:
         # DuckDB refuses a CHECKPOINT while the fold's transaction is open. The writer checkpoints when
         # idle, as the fold runs: rather than keep the next commit waiting behind a fold, skip this one
         # (the WAL keeps everything; the next idle moment, or closing the database, checkpoints).
-        if not self._fold.lock.acquire(blocking=False):
+        if not self._fold.lock.acquire(blocking=wait):
             return False
         try:
             self._con.execute("CHECKPOINT")

@@ -1,15 +1,21 @@
-"""The single writer: a bounded admission queue in front of DuckDB, with group commit.
+"""The loader: the spool acks, one thread appends what it accepted to DuckDB behind it.
 
-Requests are decoded by their own threads, then queued with their size. One thread takes everything
-queued, appends it as one Arrow batch, commits, and only then resolves each request's future: an
-HTTP 200 or gRPC OK means the spans are committed (ack after commit). Bytes leave the queue's count
-only after the commit, so a slow writer fills the queue and new requests are refused with a
-retryable answer (OTLP: 429/503 with Retry-After, gRPC UNAVAILABLE) instead of buffering without
-bound.
+A request is checked by the request path (counts and errors: what its answer needs), then its body goes to the
+spool (spool.py): once the body is synced there the request is acked (a 200 or gRPC OK means the spans survive
+a crash), and handed to this loader, in sequence order. Its rows are decoded after the ack: by the loader, or
+under load by a decode thread working ahead of it. One thread takes what is queued, in one transaction (up to
+``max_batch_spans`` spans, once the spool has been quiet for ``load_interval_s`` or the oldest record waited
+``LOAD_MAX_WAIT_S``; at once when a reader waits for its acks: ``wait_loaded``), appends it with the sequence
+number it reached in the same transaction, so a restart replays every record past it exactly once. Bodies wait
+in memory up to ``capacity_bytes``; past that a record is kept on disk only and read back from the spool (a
+slow store never holds memory without bound, and never refuses a request the spool can take). The spool's
+bound (``spool_bytes``) is the admission bound: past it requests get a retryable refusal (OTLP 503 with
+Retry-After, gRPC UNAVAILABLE).
 
-A full disk (store_damage.is_disk_full) is retryable too: requests get the store's StoreDiskFull at once
-(503 with Retry-After, gRPC UNAVAILABLE), and while idle the writer asks the store every
-``RECOVER_EVERY_S`` whether it has room again (``SpanStore.recover``), so it resumes without a restart.
+A full disk is retryable: a spool write that finds no room fails its group only (StoreDiskFull); a load that
+finds none keeps its records queued, and while idle the loader asks the store every ``RECOVER_EVERY_S``
+whether it has room again (``SpanStore.recover``), then loads them; requests are refused meanwhile.
+Segments wholly loaded are deleted once a checkpoint has folded their rows into the database file.
 """
 
 from __future__ import annotations
@@ -18,25 +24,51 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
-from lousho.observe.decode.otlp_decode import Decoded
+from lousho.observe.decode import otlp_json_native, otlp_native
+from lousho.observe.decode.otlp_decode import BadPayload, Checked, Decoded
+from lousho.observe.errors import StoreCorrupt, StoreDiskFull
 from lousho.observe.metrics import Metrics
-from lousho.observe.store.span_store import AppendResult, ArrowBatch, SpanStore, arrow_batch
+from lousho.observe.store import faults
+from lousho.observe.store.span_store import ArrowBatch, SpanStore, arrow_batch
+from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF, Record, Spool, default_capacity
 from lousho.observe.store.store_damage import is_corruption, is_disk_full
 
 logger = logging.getLogger(__name__)
 
-# Checkpoint when the queue is empty and this many request bytes were committed since the last one.
+# Checkpoint when the queue is empty and this many request bytes were loaded since the last one.
 CHECKPOINT_EVERY_BYTES = 32 * 1024 * 1024
+# Checkpoint even under load once this much of the spool is loaded but not yet deleted: its segments can go
+# only after a checkpoint, and the spool's bound counts them.
+CHECKPOINT_SPOOL_FRACTION = 0.25
 # Compact (remove a duplicate that got past the recent-key filter) when idle, at most this often: it scans
 # the span keys, while a duplicate that old is rare.
 COMPACT_EVERY_S = 10.0
 # While the disk is full, look for room again this often (a statvfs; the store is reopened once room is back).
 RECOVER_EVERY_S = 0.5
+# A load of this many spans is not worth waiting for more: DuckDB's cost per span is flat beyond it.
+MAX_BATCH_SPANS = 50_000
+# Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are
+# acked: a body of tiny spans decodes to 6-19x its size, so eager decoding of many would hold that much.
+DECODE_LATE_BYTES = 1024 * 1024
+# With this many spans queued for the loader (it is behind: the daemon is under load), the decode thread
+# decodes the queued bodies ahead of it, while DuckDB inserts the load before (its insert releases the GIL).
+# Below it the loader decodes at its own turn: a decode holds the GIL for milliseconds, and an idle daemon's
+# acks would wait behind it.
+DECODE_AHEAD_SPANS = 20_000
+# The loader waits for the spool to be quiet this long (no new record) before a load, so an ack leaves before
+# the load takes the GIL (an idle daemon's ack p50 went from 5.5 to 3.3 ms against loading every 100 ms), and a
+# burst keeps the CPU for its acks and its agent until it ends; but never past LOAD_MAX_WAIT_S for the oldest.
+# Under steady load the records that gather while a load runs make the next one large by themselves.
+LOAD_INTERVAL_S = 0.01
+LOAD_MAX_WAIT_S = 0.25
+# How long a query waits for the loader to reach the acks it was sent after (read your acks).
+READ_WAIT_S = 5.0
 
 
 def is_transient(error: BaseException) -> bool:
@@ -53,18 +85,23 @@ def is_transient(error: BaseException) -> bool:
 
 
 class QueueFull(Exception):
-    """The admission queue has no room: the client should retry after a pause."""
+    """The spool has no room: the client should retry after a pause."""
 
 
 class ShuttingDown(Exception):
     """The daemon is draining and accepts nothing new."""
 
 
+# What the loader finds for a record: its rows; the decode thread's future of them; the body, decoded by the
+# loader (a large one); or None: on disk only, read back from the spool.
+_Payload = ArrowBatch | Future | bytes | None
+
+
 @dataclass
 class _Item:
-    batch: ArrowBatch
-    nbytes: int
-    future: Future[AppendResult]
+    record: Record
+    batch: _Payload
+    nbytes: int  # of memory this item holds against ``capacity_bytes``
 
 
 class Writer:
@@ -74,7 +111,10 @@ class Writer:
         metrics: Metrics,
         *,
         capacity_bytes: int,
-        max_batch_spans: int = 65_536,
+        spool_dir: Path | None = None,
+        spool_bytes: int | None = None,
+        max_batch_spans: int = MAX_BATCH_SPANS,
+        load_interval_s: float = LOAD_INTERVAL_S,
         commit_delay: float = 0.0,
         compact_every_s: float = COMPACT_EVERY_S,
     ) -> None:
@@ -82,66 +122,134 @@ class Writer:
         self._metrics = metrics
         self._capacity = capacity_bytes
         self._max_batch_spans = max_batch_spans
-        # A fault point for tests and demos of backpressure: a pause before each commit.
+        self._load_interval_s = load_interval_s
+        # A fault point for tests and demos of a slow store: a pause before each load.
         self._commit_delay = commit_delay
         self._queue: deque[_Item] = deque()
         self._queued_bytes = 0
-        # Bytes of request bodies being read or inflated (BodyLimit): not queued yet, but in memory.
+        self._queued_spans = 0
+        # Bytes of request bodies being read or inflated (BodyLimit): not spooled yet, but in memory.
         self._reserved_bytes = 0
         self._cond = threading.Condition()
         self._closing = False
-        self._since_checkpoint = 0  # bytes committed since the last checkpoint
+        self._readers_waiting = 0
+        self._loading_since: int | None = None  # accepted_ns of the oldest record being loaded now
+        self._since_checkpoint = 0  # bytes loaded since the last checkpoint
         self._compact_every_s = compact_every_s
         self._compacted_at = time.monotonic()
         self._committed_since_compaction = False
         self._recover_at = 0.0  # monotonic: when to look for room again while the disk is full
+        self._decode_protobuf = otlp_native.protobuf_decoder()
+        self._decode_json = otlp_json_native.json_decoder()
+        # Under load, decodes acked bodies ahead of the loader (DECODE_AHEAD_SPANS).
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lousho-decode")
+        directory = spool_dir if spool_dir is not None else spool_directory(store.path)
+        self._loaded_seq = store.spool_position()
+        self._spool = Spool(directory, capacity_bytes=spool_bytes or default_capacity(directory),
+                            loaded_seq=self._loaded_seq, on_durable=self._durable, on_full=self._spool_full)
+        self._released_seq = self._loaded_seq
+        started = time.monotonic_ns()
+        for record in self._spool.replay:  # accepted before a crash, never loaded: first in line
+            self._queue.append(_Item(_restamped(record, started), None, 0))
+            self._queued_spans += _spans_of(None, record)
         metrics.queue_capacity_bytes = capacity_bytes
-        metrics.add(spans_duplicate=store.compacted_at_open)  # copies a previous run left, removed at open
-        self._thread = threading.Thread(target=self._run, name="lousho-writer", daemon=True)
+        metrics.lag_now = lambda: self.lag_seconds
+        metrics.spool_bytes_now = lambda: self._spool.bytes
+        metrics.spool_capacity_bytes = self._spool.capacity
+        metrics.add(spans_duplicate=store.compacted_at_open,  # copies a previous run left, removed at open
+                    spool_replayed=len(self._spool.replay), spool_damaged_segments=self._spool.damaged_segments)
+        if self._spool.replay:
+            logger.warning("replaying %d accepted requests the store had not loaded before the last stop",
+                           len(self._spool.replay))
+        self._spool.replay = []
+        self._thread = threading.Thread(target=self._run, name="lousho-loader", daemon=True)
         self._thread.start()
 
+    # -- accepting -------------------------------------------------------------------------------------
+
     def has_room(self, nbytes: int) -> bool:
-        """A cheap check before decoding: would a request of this size be admitted now?"""
+        """A cheap check before decoding: would a request of this size be taken now?"""
         with self._cond:
-            return not self._closing and self._fits(nbytes)
+            # Bodies being read share the memory budget (``reserve``): past it, refused before decoding.
+            if self._closing or (self._reserved_bytes and self._reserved_bytes + nbytes > self._capacity):
+                return False
+        # A full disk is not "no room" here: ``submit`` refuses the request with the disk's own (coded) error.
+        return self._spool.has_room(nbytes)
 
-    def submit(self, batch: Decoded | ArrowBatch, nbytes: int) -> Future[AppendResult]:
-        """Queue a decoded request; the future resolves after its commit.
+    def submit(self, checked: Checked | Decoded | ArrowBatch, nbytes: int, body: bytes | None = None,
+               kind: int = KIND_PROTOBUF) -> Future[Record | None]:
+        """Spool a checked request's ``body``; the future resolves once it is durable (the ack).
 
-        Pass the ``ArrowBatch`` (``store.decode_for_store``) from the decoding thread: a Decoded is converted
-        here, in the caller's thread. Raises QueueFull or ShuttingDown; nothing is queued then.
-        """
-        if not isinstance(batch, ArrowBatch):
-            batch = arrow_batch(batch)
-        future: Future[AppendResult] = Future()
-        if batch.span_count == 0:
-            future.set_result(AppendResult(inserted=0, duplicates=0))
+        The request path only checks the body (``protobuf_checker``: counts and errors, no columns); its rows are
+        decoded after the ack: by the loader, or under load by the decode thread ahead of it.
+        A Decoded or ArrowBatch already made is used as it is. Raises QueueFull or ShuttingDown; nothing
+        is spooled then. A full disk or a damaged store fail the future (StoreDiskFull, StoreCorrupt)."""
+        future: Future[Record | None] = Future()
+        if checked.span_count == 0:
+            future.set_result(None)  # nothing to keep: no record
             return future
-        full = self._store.disk_full
-        if full is not None:
-            future.set_exception(full)  # refused before queueing: nothing waits for a commit that cannot be
+        if body is None:
+            raise ValueError("submit needs the request body: the spool keeps it until the store has loaded it")
+        refusal = self._store.damaged or self._store.disk_full or self._spool.full()
+        if refusal is not None:
+            future.set_exception(refusal)  # refused before spooling: nothing is acked that could not be kept
             return future
         with self._cond:
             if self._closing:
                 raise ShuttingDown("the daemon is shutting down")
-            if not self._fits(nbytes):
-                raise QueueFull(f"admission queue full ({self._queued_bytes} bytes waiting)")
-            self._queue.append(_Item(batch, nbytes, future))
-            self._queued_bytes += nbytes
+        if not self._spool.has_room(nbytes):
+            raise QueueFull(f"the spool is full ({self._spool.bytes} of {self._spool.capacity} bytes)")
+        payload: _Payload
+        if isinstance(checked, Decoded):
+            payload = arrow_batch(checked)
+        elif isinstance(checked, ArrowBatch):
+            payload = checked
+        else:
+            payload = body  # decoded after the ack: ahead of the loader under load, else by the loader
+        return self._spool.append(body, kind, payload)  # type: ignore[return-value]
+
+    def _decode(self, body: bytes, kind: int) -> ArrowBatch:
+        decode = self._decode_json if kind == KIND_JSON else self._decode_protobuf
+        return arrow_batch(decode(body), consume=True)
+
+    def _durable(self, records: list[tuple[Record, _Payload]]) -> None:
+        """From the spool's thread, after a sync and before the acks: queue the records for loading."""
+        with self._cond:
+            for record, batch in records:
+                nbytes = record.length if batch is not None else 0
+                if batch is not None and self._queued_bytes and self._queued_bytes + nbytes > self._capacity:
+                    if isinstance(batch, Future):
+                        batch.cancel()
+                    batch, nbytes = None, 0  # memory is spent: the loader reads this one back from disk
+                    self._metrics.add(spool_spilled=1)
+                if (isinstance(batch, bytes) and len(batch) < DECODE_LATE_BYTES
+                        and self._queued_spans >= DECODE_AHEAD_SPANS):
+                    batch = self._decoder.submit(self._decode, batch, record.kind)
+                self._queue.append(_Item(record, batch, nbytes))
+                self._queued_bytes += nbytes
+                self._queued_spans += _spans_of(batch, record)
             self._metrics.queue_bytes = self._queued_bytes
-            self._cond.notify()
-        return future
+            self._metrics.spool_bytes = self._spool.bytes
+            self._cond.notify_all()
+        self._metrics.spool_syncs = self._spool.syncs
+        self._metrics.spool_sync_seconds_sum = self._spool.sync_seconds
+        self._metrics.spool_records = self._spool.records_written
+
+    def _spool_full(self) -> None:
+        self._sync_disk_state()
+        with self._cond:
+            self._cond.notify_all()  # the loader looks for room while idle
 
     def reserve(self, nbytes: int, held: int = 0) -> bool:
-        """Count ``nbytes`` more of a body being read against the queue's byte budget.
+        """Count ``nbytes`` more of a body being read against the byte budget of bodies in memory.
 
         ``held``: what the caller has already reserved for the same body. A body is never refused
-        while it is the only thing holding the budget (as ``_fits`` admits a lone request), so one
-        upload larger than the budget still gets through. Returns False, reserving nothing, when the
-        bytes do not fit: the caller answers 503 and releases ``held``.
+        while it is the only thing holding the budget, so one upload larger than the budget still gets
+        through. Returns False, reserving nothing, when the bytes do not fit: the caller answers 503 and
+        releases ``held``.
         """
         with self._cond:
-            in_use = self._queued_bytes + self._reserved_bytes
+            in_use = self._reserved_bytes
             if self._closing or (in_use - held > 0 and in_use + nbytes > self._capacity):
                 return False
             self._reserved_bytes += nbytes
@@ -152,31 +260,68 @@ class Writer:
         with self._cond:
             self._reserved_bytes -= nbytes
 
-    def _fits(self, nbytes: int) -> bool:
-        # An empty queue admits any request (each is already capped by the body limit), so a
-        # request larger than the queue is not refused forever.
-        in_use = self._queued_bytes + self._reserved_bytes
-        return in_use == 0 or in_use + nbytes <= self._capacity
+    # -- reading your acks -----------------------------------------------------------------------------
+
+    def wait_loaded(self, timeout: float = READ_WAIT_S) -> float:
+        """Wait (at most ``timeout``) until every request acked before this call is loaded; returns the lag
+        left, in seconds: 0 when caught up, else the age of the oldest accepted record not yet loaded."""
+        mark = self._spool.durable_seq
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if self._loaded_seq >= mark:
+                return 0.0
+            if self._store.damaged is not None or self._store.disk_full is not None:
+                return self._lag_locked()  # nothing is being loaded: waiting would only delay the answer
+            self._readers_waiting += 1
+            self._cond.notify_all()  # the loader stops waiting for a larger batch
+            try:
+                while self._loaded_seq < mark:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            finally:
+                self._readers_waiting -= 1
+            return 0.0 if self._loaded_seq >= mark else self._lag_locked()
+
+    def _lag_locked(self) -> float:
+        oldest = self._loading_since or (self._queue[0].record.accepted_ns if self._queue else None)
+        if oldest is None:
+            return 0.0
+        return max(0.0, (time.monotonic_ns() - oldest) / 1e9)
+
+    @property
+    def lag_seconds(self) -> float:
+        with self._cond:
+            return self._lag_locked()
+
+    @property
+    def loaded_seq(self) -> int:
+        return self._loaded_seq
+
+    @property
+    def spool(self) -> Spool:
+        return self._spool
+
+    # -- closing ---------------------------------------------------------------------------------------
 
     def close(self, timeout: float | None = None) -> None:
-        """Refuse new requests, commit everything queued, stop the thread."""
+        """Refuse new requests, sync what the spool holds, load everything queued, stop the thread.
+        The caller checkpoints the store, then ``release_spool`` deletes what is loaded."""
         with self._cond:
             self._closing = True
-            self._cond.notify()
+        self._spool.close()
+        with self._cond:
+            self._cond.notify_all()
         self._thread.join(timeout)
+        self._decoder.shutdown(wait=False, cancel_futures=True)
 
-    def _commit_one_by_one(self, items: list[_Item]) -> None:
-        for item in items:
-            started = time.perf_counter()
-            try:
-                result = self._store.append([item.batch])
-            except Exception as e:  # deliberate: the waiter gets the error and answers the client
-                logger.exception("commit of one request (%d spans) failed", item.batch.span_count)
-                item.future.set_exception(e)
-            else:
-                self._metrics.observe_commit(time.perf_counter() - started)
-                self._metrics.add(spans_accepted=result.inserted, spans_duplicate=result.duplicates)
-                item.future.set_result(result)
+    def release_spool(self) -> None:
+        """After close and a checkpoint: delete the segments the store has loaded (the rest replay at start)."""
+        self._spool.delete_loaded_after_close(self._loaded_seq)
+        self._metrics.spool_bytes = self._spool.bytes
+
+    # -- loading ---------------------------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
@@ -184,53 +329,62 @@ class Writer:
             if items is None:
                 return
             if not items:
-                if self._store.disk_full is not None:
+                if self._store.disk_full is not None or self._spool.disk_full is not None:
                     self._recover()
-                else:
+                elif self._store.damaged is None:
                     self._compact()
                 continue
             if self._commit_delay:
                 time.sleep(self._commit_delay)
-            started = time.perf_counter()
-            try:
-                result = self._store.append([item.batch for item in items])
-            except Exception as e:
-                if is_disk_full(e):
-                    # No room for any of them: each request hears the same retryable error.
-                    for item in items:
-                        item.future.set_exception(e)
-                    continue
-                # One request the store cannot take must not fail the others it was grouped with:
-                # commit each alone, so only the culprit hears the error.
-                logger.warning("group commit of %d requests failed; committing one by one", len(items))
-                self._commit_one_by_one(items)
-            else:
-                self._metrics.observe_commit(time.perf_counter() - started)
-                self._metrics.add(spans_accepted=result.inserted, spans_duplicate=result.duplicates)
-                for item in items:
-                    item.future.set_result(result)
-            finally:
-                with self._cond:
-                    self._queued_bytes -= sum(item.nbytes for item in items)
-                    self._metrics.queue_bytes = self._queued_bytes
-                    idle = not self._queue
-                self._sync_disk_state()
-            self._since_checkpoint += sum(item.nbytes for item in items)
+            if not self._load(items):
+                continue
+            with self._cond:
+                idle = not self._queue
+            nbytes = sum(item.record.length for item in items)
+            self._since_checkpoint += nbytes
             self._committed_since_compaction = True
-            if idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES:
-                self._checkpoint()
+            unreleased = self._spool.bytes > CHECKPOINT_SPOOL_FRACTION * self._spool.capacity
+            if (idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES) or unreleased:
+                # Under load a fold is always running: the spool's room cannot wait for an idle moment.
+                self._checkpoint(wait=unreleased)
             if idle and time.monotonic() - self._compacted_at >= self._compact_every_s:
                 self._compact()
 
     def _take(self) -> list[_Item] | None:
         with self._cond:
-            while not self._queue and not self._closing:
+            while True:
+                if self._closing and (self._store.disk_full is not None or self._store.damaged is not None):
+                    return None  # nothing more can be loaded now: the spool keeps the rest for the next start
                 if self._store.disk_full is not None:
                     left = self._recover_at - time.monotonic()
                     if left <= 0:
                         return []
                     self._cond.wait(left)
-                elif self._committed_since_compaction:
+                    continue
+                if self._store.damaged is not None:
+                    # Nothing more can be loaded; the spool keeps every accepted body for a repaired store.
+                    if self._closing:
+                        return None
+                    self._cond.wait()
+                    continue
+                if self._spool.disk_full is not None and not self._queue and not self._closing:
+                    left = self._recover_at - time.monotonic()
+                    if left <= 0:
+                        return []
+                    self._cond.wait(left)
+                    continue
+                if self._queue:
+                    now = time.monotonic_ns()
+                    oldest = (now - self._queue[0].record.accepted_ns) / 1e9
+                    quiet = (now - self._queue[-1].record.accepted_ns) / 1e9
+                    if (self._closing or self._readers_waiting or self._queued_spans >= self._max_batch_spans
+                            or quiet >= self._load_interval_s or oldest >= LOAD_MAX_WAIT_S):
+                        break
+                    self._cond.wait(min(self._load_interval_s - quiet, LOAD_MAX_WAIT_S - oldest))
+                    continue
+                if self._closing:
+                    return None
+                if self._committed_since_compaction:
                     # Idle with spans unchecked: wake in time to compact them, unless work arrives first.
                     left = self._compact_every_s - (time.monotonic() - self._compacted_at)
                     if left <= 0:
@@ -238,18 +392,105 @@ class Writer:
                     self._cond.wait(left)
                 else:
                     self._cond.wait()
-            if not self._queue:
-                return None
             taken: list[_Item] = []
             spans = 0
             while self._queue and (not taken or spans < self._max_batch_spans):
                 item = self._queue.popleft()
                 taken.append(item)
-                spans += item.batch.span_count
+                spans += _spans_of(item.batch, item.record)
+            self._loading_since = taken[0].record.accepted_ns
             return taken
 
+    def _batch(self, item: _Item) -> ArrowBatch | None:
+        """The item's batch, decoded again from the spool when it was kept on disk only; None when the
+        record cannot be read or decoded (set aside, counted)."""
+        if isinstance(item.batch, ArrowBatch):
+            return item.batch
+        try:
+            if isinstance(item.batch, Future) and not item.batch.cancelled():
+                return item.batch.result()
+            body = item.batch if isinstance(item.batch, bytes) else self._spool.read(item.record)
+            return self._decode(body, item.record.kind)
+        except (OSError, ValueError, BadPayload) as e:
+            # A record the spool synced and its check accepted cannot fail here but for damage to the
+            # file; it is counted and skipped rather than block every record behind it.
+            logger.error("spool record %d cannot be loaded: %s", item.record.seq, e)
+            self._metrics.add(spool_unloadable=1)
+            return None
+
+    def _load(self, items: list[_Item]) -> bool:
+        """Append ``items`` in one transaction with the spool position they reach; True once loaded."""
+        started = time.perf_counter()
+        batches = [b for b in (self._batch(item) for item in items) if b is not None]
+        last = items[-1].record.seq
+        try:
+            result = self._store.append(batches, spool_seq=last)
+            faults.point("loader.committed")
+        except Exception as e:
+            if is_disk_full(e) or isinstance(e, StoreDiskFull):
+                self._put_back(items)  # kept in order; loaded once the store has room again
+                self._sync_disk_state()
+                return False
+            if is_corruption(e) or isinstance(e, StoreCorrupt):
+                self._put_back(items)
+                logger.error("the store is damaged; accepted requests stay in the spool: %s", e)
+                return False
+            if is_transient(e):
+                logger.warning("loading %d requests failed; retrying: %s", len(items), e)
+                self._put_back(items)
+                time.sleep(RECOVER_EVERY_S)
+                return False
+            # One request the store cannot take must not block the others it was grouped with: each alone.
+            logger.warning("loading %d requests together failed; loading one by one", len(items))
+            return self._load_one_by_one(items)
+        self._loaded(items, result.inserted, result.duplicates, time.perf_counter() - started)
+        return True
+
+    def _load_one_by_one(self, items: list[_Item]) -> bool:
+        for index, item in enumerate(items):
+            started = time.perf_counter()
+            batch = self._batch(item)
+            try:
+                result = self._store.append([batch] if batch is not None else [], spool_seq=item.record.seq)
+            except Exception as e:
+                if isinstance(e, StoreDiskFull | StoreCorrupt) or is_corruption(e) or is_transient(e):
+                    self._put_back(items[index:])
+                    self._sync_disk_state()
+                    return False
+                # The data's fault: this request can never be stored. It is skipped (its position recorded
+                # alone), counted and logged with its sequence number; its body stays in the spool's file.
+                logger.exception("spool record %d cannot be stored; skipped", item.record.seq)
+                self._metrics.add(spool_unloadable=1)
+                self._store.mark_spool_position(item.record.seq)
+                self._loaded([item], 0, 0, time.perf_counter() - started)
+                continue
+            self._loaded([item], result.inserted, result.duplicates, time.perf_counter() - started)
+        return True
+
+    def _put_back(self, items: list[_Item]) -> None:
+        with self._cond:
+            self._queue.extendleft(reversed(items))
+            self._loading_since = None
+
+    def _loaded(self, items: list[_Item], inserted: int, duplicates: int, seconds: float) -> None:
+        now = time.monotonic_ns()
+        lags = [(now - item.record.accepted_ns) / 1e9 for item in items]
+        spans = sum(item.batch.span_count if isinstance(item.batch, ArrowBatch) else 0 for item in items)
+        with self._cond:
+            self._loaded_seq = items[-1].record.seq
+            self._loading_since = None
+            self._queued_bytes -= sum(item.nbytes for item in items)
+            self._queued_spans -= sum(_spans_of(item.batch, item.record) for item in items)
+            self._metrics.queue_bytes = self._queued_bytes
+            self._cond.notify_all()
+        self._metrics.observe_commit(seconds)
+        self._metrics.observe_load(lags, inserted + duplicates or spans)
+        self._metrics.add(spans_accepted=inserted, spans_duplicate=duplicates)
+        self._metrics.spool_bytes = self._spool.bytes
+        self._sync_disk_state()
+
     def _compact(self) -> None:
-        """Remove duplicates that got past the recent-key filter while nobody waits for an ack."""
+        """Remove duplicates that got past the recent-key filter while the loader is idle."""
         self._compacted_at = time.monotonic()
         self._committed_since_compaction = False
         try:
@@ -263,37 +504,61 @@ class Writer:
         if removed:
             self._metrics.add(spans_accepted=-removed, spans_duplicate=removed)
 
-    def _checkpoint(self) -> None:
-        """Fold the WAL into the database file while nobody waits for an ack."""
+    def _checkpoint(self, wait: bool = False) -> None:
+        """Fold the WAL into the database file, then let the spool delete what that made safe."""
         started = time.perf_counter()
+        loaded = self._loaded_seq
         try:
-            ran = self._store.checkpoint()
+            ran = self._store.checkpoint(wait=wait)
         except Exception as e:  # deliberate: a failed checkpoint loses nothing (the WAL keeps the data); retry later
             if is_disk_full(e):
                 self._sync_disk_state()
                 return
-            logger.exception("idle checkpoint failed")
+            logger.exception("checkpoint failed")
             return
         if not ran:
             return  # skipped (a fold held the database): the next idle moment tries again
         self._since_checkpoint = 0
         self._metrics.add(checkpoints=1, checkpoint_seconds_sum=time.perf_counter() - started)
+        if loaded > self._released_seq:
+            self._released_seq = loaded
+            self._spool.release(loaded)
 
     def _recover(self) -> None:
-        """While the disk is full and nothing is queued: see whether the store has room again."""
+        """While the disk is full: see whether the store has room again (then the queued records load)."""
         self._recover_at = time.monotonic() + RECOVER_EVERY_S
-        try:
-            self._store.recover()
-        except Exception:  # deliberate: the store stays refused (503) and the next look retries
-            logger.exception("recovering the store from a full disk failed")
+        if self._store.disk_full is not None:
+            try:
+                self._store.recover()
+            except Exception:  # deliberate: the store stays refused (503) and the next look retries
+                logger.exception("recovering the store from a full disk failed")
+        if self._spool.disk_full is not None:
+            self._spool.full()  # looks at the file system (at most every RECHECK_FULL_S)
         self._sync_disk_state()
 
     def _sync_disk_state(self) -> None:
         """Tell the metrics (and /healthz) whether the disk is full, logging each change once."""
-        full = self._store.disk_full
+        full = self._store.disk_full or self._spool.disk_full
         if not self._metrics.set_disk_full(full):
             return
         if full is not None:
             logger.error("%s: %s; refusing spans (503) until there is room: %s", full.code, full.message, full.hint)
         else:
             logger.warning("the store has room again: taking spans")
+
+
+def spool_directory(db: Path) -> Path:
+    """Where a store's spool lives by default: beside it, named after it."""
+    return db.with_name(db.name + ".spool")
+
+
+def _spans_of(batch: _Payload, record: Record) -> int:
+    """The spans an item holds; for a body the loader has yet to decode, an estimate from its size (so one load
+    never decodes more than about ``max_batch_spans`` worth of bodies at once)."""
+    if isinstance(batch, ArrowBatch):
+        return batch.span_count
+    return max(1, record.length // 256)
+
+
+def _restamped(record: Record, accepted_ns: int) -> Record:
+    return Record(record.seq, record.kind, record.segment, record.offset, record.length, accepted_ns)

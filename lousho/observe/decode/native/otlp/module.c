@@ -1,4 +1,4 @@
-/* The module: resource and scope, the request walk of decode(), stats() and the method table. */
+/* The module: resource and scope, the request walk of decode() and check(), stats() and the method table. */
 #include "otlp_native.h"
 
 /* Spans decoded since import, by path (stats()): what the Python step still costs, measured. */
@@ -47,7 +47,11 @@ static int read_resource(Decoder *d, Sink *k, Acc *res, Entries *scratch, int de
     if (more < 0) goto done;
     if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0) goto done;
     d->json.n = 0;
-    if (lsh_entries_out(d, scratch, &d->json, NULL) < 0) goto done;
+    if (lsh_entries_out(d, scratch, k->check ? NULL : &d->json, NULL) < 0) goto done;
+    if (k->check) { /* the same values read; no key, no service name */
+        rc = 0;
+        goto done;
+    }
     PyObject *json = lsh_ascii_str(d->json.p, d->json.n);
     if (json == NULL) goto done;
     Py_XSETREF(k->resource_key, PyObject_CallMethod(k->out, "add_resource", "O", json));
@@ -96,6 +100,10 @@ static int read_scope(Decoder *d, Sink *k, Acc *scope, Entries *scratch, int dep
     }
     if (more < 0) goto done;
     if (lsh_read_entries(d, &kvs, scratch, depth + 1) < 0 || lsh_entries_out(d, scratch, NULL, NULL) < 0) goto done;
+    if (k->check) {
+        rc = 0;
+        goto done;
+    }
     Py_XSETREF(k->scope, name.n ? PyUnicode_DecodeUTF8((const char *)name.p, (Py_ssize_t)name.n, NULL)
                                 : Py_NewRef(Py_None));
     rc = k->scope == NULL || cut_shared_name(&k->scope) < 0 ? -1 : 0;
@@ -104,62 +112,77 @@ done:
     return rc;
 }
 
+/* The scope (or resource) may come after its spans (or scopes) on the wire, and is read first: a first pass
+ * validates the message's fields and finds it, a second reads the children in order. Nothing is kept per child,
+ * so a body of many tiny spans costs no memory per span beyond its row. The second pass cannot fail: the
+ * first read the same fields. */
 static int read_scope_spans(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     Rd r = {s.p, s.p + s.n};
     Acc scope = {0};
-    Slices spans = {NULL, 0, 0};
-    int rc = -1;
     while (r.p < r.end) {
         Field f;
-        if (rd_field(d, &r, &f, depth) < 0) goto done;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
         if (f.num == 1 && f.wt == 2) lsh_acc_add(&scope, f.s, s, 1, 0);
-        if (f.num == 2 && f.wt == 2 && slices_push(&spans, f.s) < 0) goto done;
-        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
+        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) return -1;
     }
-    if (read_scope(d, k, &scope, scratch, depth + 1) < 0) goto done;
-    for (size_t i = 0; i < spans.n; i++)
-        if (lsh_add_span(d, k, spans.v[i], scratch, depth + 1) < 0) goto done;
-    rc = 0;
-done:
-    slices_free(&spans);
-    return rc;
+    if (read_scope(d, k, &scope, scratch, depth + 1) < 0) return -1;
+    r = (Rd){s.p, s.p + s.n};
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (f.num == 2 && f.wt == 2 && lsh_add_span(d, k, f.s, scratch, depth + 1) < 0) return -1;
+    }
+    return 0;
 }
 
 static int read_resource_spans(Decoder *d, Sink *k, Slice s, Entries *scratch) {
     int depth = 1;
     Rd r = {s.p, s.p + s.n};
     Acc resource = {0};
-    Slices scopes = {NULL, 0, 0};
-    int rc = -1;
     while (r.p < r.end) {
         Field f;
-        if (rd_field(d, &r, &f, depth) < 0) goto done;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
         if (f.num == 1 && f.wt == 2) lsh_acc_add(&resource, f.s, s, 1, 0);
-        if (f.num == 2 && f.wt == 2 && slices_push(&scopes, f.s) < 0) goto done;
-        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) goto done;
+        if (f.num == 3 && f.wt == 2 && want_string(d, &f) < 0) return -1;
     }
-    if (read_resource(d, k, &resource, scratch, depth + 1) < 0) goto done;
-    for (size_t i = 0; i < scopes.n; i++)
-        if (read_scope_spans(d, k, scopes.v[i], scratch, depth + 1) < 0) goto done;
-    rc = 0;
-done:
-    slices_free(&scopes);
-    return rc;
+    if (read_resource(d, k, &resource, scratch, depth + 1) < 0) return -1;
+    r = (Rd){s.p, s.p + s.n};
+    while (r.p < r.end) {
+        Field f;
+        if (rd_field(d, &r, &f, depth) < 0) return -1;
+        if (f.num == 2 && f.wt == 2 && read_scope_spans(d, k, f.s, scratch, depth + 1) < 0) return -1;
+    }
+    return 0;
 }
 
 /* decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, score_columns,
  * score_inserts): columns as col_release gives them, in the order of the Sink's; tail_rows the int64 rows whose
  * convention columns the Python step filled; score_inserts, per score row the Python step appended to the
- * Decoded's lists (tail_scores is one of them), the number of native score rows before it. */
-static PyObject *decode(PyObject *self, PyObject *args) {
+ * Decoded's lists (tail_scores is one of them), the number of native score rows before it.
+ *
+ * check(body, decoded, errors, tail_scores, lists, max_errors) -> (rejected, rows, score_rows): the same walk,
+ * the same refusals (BadPayload with the same message) and counts, building nothing per span. ``decoded`` is a
+ * scratch Decoded for the Python step, whose ``nulled`` counts as the decode's does; ``lists`` are its column
+ * lists, emptied after each span it takes; ``errors`` gets the first max_errors messages of rejected spans. */
+static PyObject *run(PyObject *args, int check) {
     Py_buffer body;
-    PyObject *tail_scores, *out, *errors;
+    PyObject *tail_scores, *out, *errors, *clear = NULL;
+    Py_ssize_t max_errors = 0;
     if (!lsh_cfg.ready) {
         PyErr_SetString(PyExc_RuntimeError, "configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*OO!O!", &body, &out, &PyList_Type, &errors, &PyList_Type, &tail_scores))
+    if (check ? !PyArg_ParseTuple(args, "y*OO!O!O!n", &body, &out, &PyList_Type, &errors, &PyList_Type,
+                                  &tail_scores, &PyTuple_Type, &clear, &max_errors)
+              : !PyArg_ParseTuple(args, "y*OO!O!", &body, &out, &PyList_Type, &errors, &PyList_Type, &tail_scores))
         return NULL;
+    for (Py_ssize_t i = 0; clear != NULL && i < PyTuple_GET_SIZE(clear); i++) {
+        if (!PyList_Check(PyTuple_GET_ITEM(clear, i))) {
+            PyBuffer_Release(&body);
+            PyErr_SetString(PyExc_TypeError, "check() empties lists");
+            return NULL;
+        }
+    }
     Sink *k = PyMem_Calloc(1, sizeof(Sink));
     Decoder d;
     memset(&d, 0, sizeof d);
@@ -177,8 +200,12 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "fewer column types than columns");
         rc = -1;
     }
-    for (int i = 0; i < k->ncols && rc == 0; i++) rc = lsh_col_init(&k->cols[i], lsh_cfg.storage[i]);
-    for (int i = 0; i < N_SCORE && rc == 0; i++) rc = lsh_col_init(&k->score_cols[i], lsh_cfg.score_storage[i]);
+    for (int i = 0; i < k->ncols && rc == 0 && !check; i++) rc = lsh_col_init(&k->cols[i], lsh_cfg.storage[i]);
+    for (int i = 0; i < N_SCORE && rc == 0 && !check; i++)
+        rc = lsh_col_init(&k->score_cols[i], lsh_cfg.score_storage[i]);
+    k->check = check;
+    k->max_errors = max_errors;
+    k->clear = clear;
     k->tail_scores = tail_scores;
     k->out = out;
     k->errors = errors;
@@ -200,6 +227,10 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (rc < 0) {
         if (d.error != NULL && !PyErr_Occurred())
             PyErr_Format(lsh_cfg.bad_payload, "not an OTLP ExportTraceServiceRequest in protobuf: %s", d.error);
+        goto done;
+    }
+    if (check) {
+        result = Py_BuildValue("(lll)", k->rejected, k->rows, k->score_rows);
         goto done;
     }
     if ((columns = PyTuple_New(k->ncols)) == NULL || (score_columns = PyTuple_New(N_SCORE)) == NULL) goto done;
@@ -226,6 +257,10 @@ done:
     return result;
 }
 
+static PyObject *decode(PyObject *self, PyObject *args) { return run(args, 0); }
+
+static PyObject *check(PyObject *self, PyObject *args) { return run(args, 1); }
+
 static PyObject *stats(PyObject *self, PyObject *unused) {
     return Py_BuildValue("{sKsKsK}", "native", lsh_spans_native, "python", lsh_spans_python, "native_priced",
                          lsh_spans_native_priced);
@@ -240,6 +275,8 @@ static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(body, decoded, errors, tail_scores) -> (rejected, rows, columns, tail_rows, score_rows, "
      "score_columns, score_inserts)"},
+    {"check", check, METH_VARARGS,
+     "check(body, decoded, errors, tail_scores, lists, max_errors) -> (rejected, rows, score_rows)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,7 +27,8 @@
  * key/value lists, as JSON cells and dicts), json_text.c (JSON and base64 text of scalars), config.c
  * (configure(): the alias tables and column types), arrow.c (the Arrow columns and the buffers handed to
  * Python), spans.c (one span's row), conventions.c (promoted columns, operation and probe), scores.c (the score
- * rows of evaluation events) and module.c (resource and scope, decode(), stats(), the module). This header
+ * rows of evaluation events) and module.c (resource and scope, decode() and check(), stats(), the module).
+ * check() is decode()'s walk with Sink.check set: the same refusals and counts, no column written. This header
  * holds what they share: the types, the small helpers every loop calls (static inline, so they inline as they
  * did in one file) and the functions called across files, prefixed lsh_.
  */
@@ -224,6 +225,10 @@ typedef struct {
     PyObject *out;          /* the Decoded, handed to the tail */
     PyObject *errors;       /* Decoded.errors */
     long rejected;
+    int check;              /* check(): the same walk and counts, but no column, resource or score row built */
+    Py_ssize_t max_errors;  /* check(): the messages of rejected spans kept (error_message shows the first few) */
+    PyObject *clear;        /* check(): the lists of the Python step's scratch Decoded, emptied after each span */
+    long rows, score_rows;  /* check(): accepted spans and their score rows */
     PyObject *service;      /* of the current resource */
     PyObject *resource_key; /* of the current resource: Decoded.add_resource's key for its JSON */
     PyObject *scope;

@@ -148,8 +148,11 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     PyObject *problem = span_problem(d, &w);
     if (problem == NULL) goto done;
     if (problem != Py_None) {
-        /* Rejected, but the whole message is still validated, as the reference parser does. */
-        int bad = append_steal(k->errors, problem);
+        /* Rejected, but the whole message is still validated, as the reference parser does. A check keeps only
+         * the messages its error_message shows; k->rejected counts them all. */
+        int bad = 0;
+        if (k->check && PyList_GET_SIZE(k->errors) >= k->max_errors) Py_DECREF(problem);
+        else bad = append_steal(k->errors, problem);
         k->rejected++;
         if (bad < 0 || lsh_read_entries(d, &w.attrs, scratch, depth + 1) < 0 ||
             lsh_entries_out(d, scratch, NULL, NULL) < 0)
@@ -194,8 +197,10 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         needs_tail = lsh_event_needs_python(&events_scratch, sub.name, sub.time, has_run_id);
     }
     for (size_t i = 0; i < touched; i++) d->slot[scratch->v[i].touched_id] = -1;
-    Buf *b = &d->json;
-    b->n = 0;
+    /* A check walks the same values (lsh_entries_out with no buffer still reads every one kept) and writes no
+     * JSON: b is NULL, and so is every column write below. */
+    Buf *b = k->check ? NULL : &d->json;
+    if (b) b->n = 0;
     if (lsh_entries_out(d, scratch, b, needs_tail ? &attrs_py : NULL) < 0) goto done;
 
     Col *c = k->cols;
@@ -204,7 +209,8 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
     PyObject *status = (status_code >= 0 && status_code < PyTuple_GET_SIZE(lsh_cfg.statuses))
                            ? PyTuple_GET_ITEM(lsh_cfg.statuses, status_code)
                            : PyTuple_GET_ITEM(lsh_cfg.statuses, 0);
-    if (col_u64(&c[C_KEY_HI], be64(w.span_id.p)) < 0 || col_u64(&c[C_KEY_LO], be64(w.trace_id.p + 8)) < 0 ||
+    k->rows++;
+    if (b && (col_u64(&c[C_KEY_HI], be64(w.span_id.p)) < 0 || col_u64(&c[C_KEY_LO], be64(w.trace_id.p + 8)) < 0 ||
         col_hex(&c[C_TRACE_ID], w.trace_id) < 0 || col_hex(&c[C_SPAN_ID], w.span_id) < 0 ||
         (w.parent.n ? col_hex(&c[C_PARENT], w.parent) : col_null(&c[C_PARENT])) < 0 ||
         col_str(&c[C_NAME], w.name.p, w.name.n) < 0 || lsh_col_obj(&c[C_KIND], kind) < 0 ||
@@ -213,24 +219,30 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         (status_message.n ? col_str(&c[C_STATUS_MESSAGE], status_message.p, status_message.n)
                           : col_null(&c[C_STATUS_MESSAGE])) < 0 ||
         lsh_col_obj(&c[C_SERVICE], k->service) < 0 || lsh_col_obj(&c[C_SCOPE], k->scope) < 0 ||
-        col_str(&c[C_ATTRIBUTES], b->p, b->n) < 0 || lsh_col_obj(&c[C_RESOURCE], k->resource_key) < 0)
+        col_str(&c[C_ATTRIBUTES], b->p, b->n) < 0 || lsh_col_obj(&c[C_RESOURCE], k->resource_key) < 0))
         goto done;
 
     /* Events and links: JSON, and for the tail the events as the reference's dicts. */
     if (w.events.n) {
-        b->n = 0;
-        if (BUF_LIT(b, "[") < 0) goto done;
+        if (b) b->n = 0;
+        if (b && BUF_LIT(b, "[") < 0) goto done;
         if (needs_tail && (events_py = PyList_New(0)) == NULL) goto done;
         for (size_t i = 0; i < w.events.n; i++) {
             PyObject *eattrs = NULL;
             if (read_sub(d, w.events.v[i], &sub, 0, depth + 1) < 0 ||
                 lsh_read_entries(d, &sub.attrs, scratch, depth + 2) < 0)
                 goto done;
-            if ((i && BUF_LIT(b, ",") < 0) || BUF_LIT(b, "{\"name\":") < 0 || lsh_json_string(b, sub.name) < 0 ||
-                BUF_LIT(b, ",\"time_ns\":") < 0 || lsh_json_uint(b, sub.time) < 0 || BUF_LIT(b, ",\"attributes\":") < 0)
+            if (b && ((i && BUF_LIT(b, ",") < 0) || BUF_LIT(b, "{\"name\":") < 0 || lsh_json_string(b, sub.name) < 0 ||
+                      BUF_LIT(b, ",\"time_ns\":") < 0 || lsh_json_uint(b, sub.time) < 0 ||
+                      BUF_LIT(b, ",\"attributes\":") < 0))
                 goto done;
-            size_t attrs_at = b->n;
-            if (lsh_entries_out(d, scratch, b, needs_tail ? &eattrs : NULL) < 0 || BUF_LIT(b, "}") < 0) goto done;
+            size_t attrs_at = b ? b->n : 0;
+            if (lsh_entries_out(d, scratch, b, needs_tail ? &eattrs : NULL) < 0 || (b && BUF_LIT(b, "}") < 0))
+                goto done;
+            if (!needs_tail && k->check) {
+                k->score_rows += key_eq(sub.name, lsh_cfg.evaluation);
+                continue;
+            }
             if (!needs_tail) {
                 /* conventions.refine: the first exception event's type; otlp_decode: a score per evaluation. */
                 PyObject **error_type = &vals[lsh_cfg.special[S_ERROR_TYPE]];
@@ -258,35 +270,38 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
             Py_DECREF(eattrs);
             if (append_steal(events_py, event) < 0) goto done;
         }
-        if (BUF_LIT(b, "]") < 0 || col_str(&c[C_EVENTS], b->p, b->n) < 0) goto done;
-    } else if (col_null(&c[C_EVENTS]) < 0) {
+        if (b && (BUF_LIT(b, "]") < 0 || col_str(&c[C_EVENTS], b->p, b->n) < 0)) goto done;
+    } else if (b && col_null(&c[C_EVENTS]) < 0) {
         goto done;
     }
     if (w.links.n) {
-        b->n = 0;
-        if (BUF_LIT(b, "[") < 0) goto done;
+        if (b) b->n = 0;
+        if (b && BUF_LIT(b, "[") < 0) goto done;
         for (size_t i = 0; i < w.links.n; i++) {
             if (read_sub(d, w.links.v[i], &sub, 1, depth + 1) < 0 ||
                 lsh_read_entries(d, &sub.attrs, scratch, depth + 2) < 0)
                 goto done;
-            if ((i && BUF_LIT(b, ",") < 0) || BUF_LIT(b, "{\"trace_id\":") < 0 || lsh_json_hex(b, sub.trace_id) < 0 ||
-                BUF_LIT(b, ",\"span_id\":") < 0 || lsh_json_hex(b, sub.span_id) < 0 ||
-                BUF_LIT(b, ",\"attributes\":") < 0 || lsh_entries_out(d, scratch, b, NULL) < 0 || BUF_LIT(b, "}") < 0)
+            if (b && ((i && BUF_LIT(b, ",") < 0) || BUF_LIT(b, "{\"trace_id\":") < 0 ||
+                      lsh_json_hex(b, sub.trace_id) < 0 || BUF_LIT(b, ",\"span_id\":") < 0 ||
+                      lsh_json_hex(b, sub.span_id) < 0 || BUF_LIT(b, ",\"attributes\":") < 0))
                 goto done;
+            if (lsh_entries_out(d, scratch, b, NULL) < 0 || (b && BUF_LIT(b, "}") < 0)) goto done;
         }
-        if (BUF_LIT(b, "]") < 0 || col_str(&c[C_LINKS], b->p, b->n) < 0) goto done;
-    } else if (col_null(&c[C_LINKS]) < 0) {
+        if (b && (BUF_LIT(b, "]") < 0 || col_str(&c[C_LINKS], b->p, b->n) < 0)) goto done;
+    } else if (b && col_null(&c[C_LINKS]) < 0) {
         goto done;
     }
 
     if (needs_tail) {
         /* The Python step appends this span's convention columns to the Decoded's lists; here they are NULL
          * placeholders, which otlp_native.py replaces with those lists' values at the rows noted. */
-        lsh_spans_python++;
-        int64_t row = (int64_t)(c[C_KEY_HI].len - 1);
-        if (raw_put(&k->tail_rows, &row, 8) < 0) goto done;
-        for (int i = C_OPERATION; i < k->ncols; i++) /* the operation and every column after it */
-            if (col_null(&c[i]) < 0) goto done;
+        if (!k->check) {
+            lsh_spans_python++;
+            int64_t row = (int64_t)(c[C_KEY_HI].len - 1);
+            if (raw_put(&k->tail_rows, &row, 8) < 0) goto done;
+            for (int i = C_OPERATION; i < k->ncols; i++) /* the operation and every column after it */
+                if (col_null(&c[i]) < 0) goto done;
+        }
         if (span_ids(&w, ids) < 0) goto done;
         name_py = PyUnicode_DecodeUTF8((const char *)w.name.p, (Py_ssize_t)w.name.n, NULL);
         start_py = PyLong_FromUnsignedLongLong(w.start);
@@ -298,11 +313,19 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
                                                         end_py, NULL);
         if (result == NULL) goto done;
         Py_DECREF(result);
+        if (k->check) {
+            /* Only the counts are kept (nulled is the scratch Decoded's own): its rows are let go at once. */
+            k->score_rows += (long)(PyList_GET_SIZE(k->tail_scores) - scores_before);
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(k->clear); i++)
+                if (PyList_SetSlice(PyTuple_GET_ITEM(k->clear, i), 0, PY_SSIZE_T_MAX, NULL) < 0) goto done;
+            rc = 0;
+            goto done;
+        }
         /* Its score rows go after the native score rows so far, as the reference orders them. */
         int64_t at = (int64_t)k->score_cols[0].len;
         for (Py_ssize_t i = scores_before; i < PyList_GET_SIZE(k->tail_scores); i++)
             if (raw_put(&k->score_inserts, &at, 8) < 0) goto done;
-    } else {
+    } else if (!k->check) {
         /* conventions.refine's cost: reported, else priced from the table when the call has tokens. */
         PyObject *source = Py_None;
         PyObject **cost = &vals[lsh_cfg.special[S_COST]];

@@ -123,6 +123,7 @@ class Writer:
         self._capacity = capacity_bytes
         self._max_batch_spans = max_batch_spans
         self._load_interval_s = load_interval_s
+        self._load_max_wait_s = max(LOAD_MAX_WAIT_S, load_interval_s)  # a longer interval (tests, demo) holds both
         # A fault point for tests and demos of a slow store: a pause before each load.
         self._commit_delay = commit_delay
         self._queue: deque[_Item] = deque()
@@ -378,9 +379,9 @@ class Writer:
                     oldest = (now - self._queue[0].record.accepted_ns) / 1e9
                     quiet = (now - self._queue[-1].record.accepted_ns) / 1e9
                     if (self._closing or self._readers_waiting or self._queued_spans >= self._max_batch_spans
-                            or quiet >= self._load_interval_s or oldest >= LOAD_MAX_WAIT_S):
+                            or quiet >= self._load_interval_s or oldest >= self._load_max_wait_s):
                         break
-                    self._cond.wait(min(self._load_interval_s - quiet, LOAD_MAX_WAIT_S - oldest))
+                    self._cond.wait(min(self._load_interval_s - quiet, self._load_max_wait_s - oldest))
                     continue
                 if self._closing:
                     return None

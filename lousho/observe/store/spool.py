@@ -373,10 +373,6 @@ class Spool:
         """After ``close``: delete every segment the store has loaded and checkpointed."""
         self._delete_loaded(loaded_seq)
 
-    @property
-    def segments(self) -> int:
-        return len(self._segments)
-
 
 def iter_records(path: Path) -> Iterator[Record]:
     """Every whole record of one segment file, in order (for tools and tests)."""

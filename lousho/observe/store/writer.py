@@ -296,14 +296,6 @@ class Writer:
         with self._cond:
             return self._lag_locked()
 
-    @property
-    def loaded_seq(self) -> int:
-        return self._loaded_seq
-
-    @property
-    def spool(self) -> Spool:
-        return self._spool
-
     # -- closing ---------------------------------------------------------------------------------------
 
     def close(self, timeout: float | None = None) -> None:

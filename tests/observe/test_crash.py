@@ -17,17 +17,21 @@ from lousho.observe.client.process import start_daemon
 def _load(url: str, acked: list[str], stop: threading.Event) -> None:
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    while not stop.is_set():
-        trace_id, _ = new_ids()
-        body = request([chat_span(trace_id, new_ids()[1]) for _ in range(50)]).SerializeToString()
-        try:
-            conn.request("POST", "/v1/traces", body=body, headers={"content-type": "application/x-protobuf"})
-            response = conn.getresponse()
-            response.read()
-        except (OSError, http.client.HTTPException):
-            return  # the daemon died under us: this request was never acked
-        if response.status == 200:
-            acked.append(trace_id.hex())
+    try:
+        while not stop.is_set():
+            trace_id, _ = new_ids()
+            body = request([chat_span(trace_id, new_ids()[1]) for _ in range(50)]).SerializeToString()
+            try:
+                conn.request("POST", "/v1/traces", body=body, headers={"content-type": "application/x-protobuf"})
+                response = conn.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException):
+                return  # the daemon died under us: this request was never acked
+            if response.status == 200:
+                acked.append(trace_id.hex())
+    finally:
+        # Closed here, not left to the collector: an unclosed socket's ResourceWarning is an error in this suite.
+        conn.close()
 
 
 @pytest.mark.system

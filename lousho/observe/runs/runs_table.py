@@ -28,14 +28,16 @@ import duckdb
 from lousho.observe.runs import runs_parts as p
 from lousho.observe.runs.runs_view import RUN_AGGREGATE, model_calls
 from lousho.observe.runs.sessions_view import sessions_select
+from lousho.observe.runs.span_key_sql import halves
 
 _TRACE_COLUMNS = p.names(p.TRACE_KEYS, p.TRACE_PARTS)
 _ATTEMPT_COLUMNS = p.names(p.ATTEMPT_KEYS, p.ATTEMPT_PARTS)
 _WATERMARK = "(SELECT watermark FROM runs_fold)"
 # The rows above the watermark, each stored span once.
-_TAIL_SPANS = (f"SELECT DISTINCT ON (span_key) {', '.join(p.SPAN_INPUTS)} FROM spans "
+_DISTINCT_SPANS = f"SELECT DISTINCT ON ({halves()}) "
+_TAIL_SPANS = (f"{_DISTINCT_SPANS}{', '.join(p.SPAN_INPUTS)} FROM spans "
                f"WHERE commit_seq > {_WATERMARK}")
-_TAIL_SCORES = (f"SELECT DISTINCT ON (span_key, seq) trace_id, passed FROM scores "
+_TAIL_SCORES = (f"SELECT DISTINCT ON ({halves()}, seq) trace_id, passed FROM scores "
                 f"WHERE commit_seq > {_WATERMARK}")
 # The views name the watermark as a literal, re-made by each fold (``views``): DuckDB then knows from the
 # column's statistics that nothing is above it when the tail is empty and plans the merge away, where a
@@ -267,12 +269,13 @@ def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int) -> int:
     found: dict[str, int] = {}
     # The tail is read distinct by span key (a copy that got past the writer's filter counts once), which
     # costs a hash of every column read; with no two rows of one key, as almost always, a plain read is the same.
-    repeated = con.execute(f"SELECT count(*) - count(DISTINCT span_key) FROM spans WHERE commit_seq > {int(watermark)}"
-                           ).fetchall()[0][0]
+    tail = f"FROM spans WHERE commit_seq > {int(watermark)}"
+    distinct = f"SELECT count(*) FROM (SELECT DISTINCT {halves()} {tail})"
+    repeated = con.execute(f"SELECT (SELECT count(*) {tail}) - ({distinct})").fetchall()[0][0]
     try:
         for name, sql, _ in _STEPS:
             if name == "tail_spans" and not repeated:
-                sql = sql.replace("SELECT DISTINCT ON (span_key) ", "SELECT ", 1)
+                sql = sql.replace(_DISTINCT_SPANS, "SELECT ", 1)
             for copy in _KEPT_COPIES:
                 if copy.before == name:
                     names += [f"{copy.name}_rows", copy.name]

@@ -13,29 +13,32 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
+from lousho.observe.runs import span_key_sql
 from lousho.observe.store.recent_keys import RecentKeys
 
-_LOW_64 = (1 << 64) - 1
 _NEWEST_KEYS = f"""
-SELECT (span_key >> 64)::UBIGINT AS hi, (span_key & {_LOW_64})::UBIGINT AS lo
+SELECT {span_key_sql.hi()} AS hi, {span_key_sql.lo()} AS lo
 FROM span_rows WHERE rowid > (SELECT max(rowid) FROM span_rows) - ? ORDER BY rowid
 """
 # The copies after the first of each key that has a copy committed since the check. Scores go first: once a
-# span's later copies are gone, its key no longer shows among the spans committed since the check.
-_RECENT = "SELECT span_key FROM span_rows WHERE received_ns > $checked"
+# span's later copies are gone, its key no longer shows among the spans committed since the check. The keys are
+# matched and partitioned by their halves (span_key_sql.py), never hashed whole.
+_RECENT = "(SELECT span_key FROM span_rows WHERE received_ns > $checked) recent"
 _DELETE_SCORES = f"""
 DELETE FROM scores WHERE rowid IN (
     SELECT rowid FROM (
-        SELECT rowid, row_number() OVER (PARTITION BY span_key, seq ORDER BY rowid) AS copy
-        FROM scores WHERE span_key IN ({_RECENT})
+        SELECT s.rowid, row_number() OVER (PARTITION BY {span_key_sql.halves('s.span_key')}, s.seq ORDER BY s.rowid)
+            AS copy
+        FROM scores s SEMI JOIN {_RECENT} ON {span_key_sql.same('s.span_key', 'recent.span_key')}
     ) WHERE copy > 1
 )
 """
 _DELETE_SPANS = f"""
 DELETE FROM span_rows WHERE rowid IN (
     SELECT rowid FROM (
-        SELECT rowid, row_number() OVER (PARTITION BY span_key ORDER BY received_ns, rowid) AS copy
-        FROM span_rows WHERE span_key IN ({_RECENT})
+        SELECT s.rowid, row_number() OVER (PARTITION BY {span_key_sql.halves('s.span_key')}
+                                           ORDER BY s.received_ns, s.rowid) AS copy
+        FROM span_rows s SEMI JOIN {_RECENT} ON {span_key_sql.same('s.span_key', 'recent.span_key')}
     ) WHERE copy > 1
 )
 """

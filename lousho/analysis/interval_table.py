@@ -2,9 +2,10 @@
 section 8 and ``benchmarks/perf/stats_scenarios.py``.
 
 A revision's runs are drawn from the traffic model (``traffic_model.streams``: easy and hard cases, 30% hard,
-true pass rate 0.844; sessions of geometric size, mean 3, sharing a case, a repeat copying the session's first
-outcome with probability ``sticky``), and each interval is computed with the arithmetic ``frames.pass_rates``
-uses (``clustered.clustered_interval_rows``, ``stats.wilson_arrays``), one replicate per row.
+true pass rate 0.844, or the share of hard cases that gives another ``truth``; sessions of geometric size,
+mean 3, sharing a case, a repeat copying the session's first outcome with probability ``sticky``), and each
+interval is computed with the arithmetic ``frames.pass_rates`` uses (``clustered.clustered_interval_rows``,
+``stats.wilson_arrays``), one replicate per row.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from lousho.analysis.clustered import clustered_interval_rows
 from lousho.analysis.stats import wilson_arrays
 
 TRUTH = 0.3 * tm.P_HARD + 0.7 * tm.P_EASY
+# True pass rates the coverage is checked at: a weak agent to a strong one, the traffic model's own in between.
+RATES = (0.6, 0.75, TRUTH, 0.93)
 RUNS = (60, 100, 200, 500, 1000)
 TRAFFIC: tuple[tuple[str, float | None], ...] = (
     ("independent runs", None),
@@ -40,23 +43,33 @@ class Coverage:
         return float(np.sqrt(0.05 * 0.95 / self.replicates))
 
 
-def revision_runs(n: int, reps: int, sticky: float | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``reps`` revisions of ``n`` runs each: (outcomes 0/1, session labels), one revision per row."""
-    s = tm.streams(tm.Scenario("interval", sticky=sticky), reps, concurrent=False, seed=seed, before=n, after=0)
+def hard_share(truth: float) -> float:
+    """The share of hard cases that makes ``truth`` the pass rate (0.3 for the model's own 0.844)."""
+    if not tm.P_HARD <= truth <= tm.P_EASY:
+        raise ValueError(f"a true rate of the easy/hard mix lies in [{tm.P_HARD}, {tm.P_EASY}], not {truth}")
+    return 0.3 if truth == TRUTH else (tm.P_EASY - truth) / (tm.P_EASY - tm.P_HARD)
+
+
+def revision_runs(n: int, reps: int, sticky: float | None, seed: int,
+                  truth: float = TRUTH) -> tuple[np.ndarray, np.ndarray]:
+    """``reps`` revisions of ``n`` runs each at true pass rate ``truth``: (outcomes 0/1, session labels), one
+    revision per row."""
+    scenario = tm.Scenario("interval", hard_before=hard_share(truth), sticky=sticky)
+    s = tm.streams(scenario, reps, concurrent=False, seed=seed, before=n, after=0)
     return s.y, s.session
 
 
-def coverage(n: int, reps: int, sticky: float | None, seed: int = 0) -> Coverage:
-    """P(the interval holds the true rate) over ``reps`` revisions of ``n`` runs, for both intervals."""
+def coverage(n: int, reps: int, sticky: float | None, seed: int = 0, truth: float = TRUTH) -> Coverage:
+    """P(the interval holds ``truth``) over ``reps`` revisions of ``n`` runs, for both intervals."""
     hits = np.zeros(2)
     chunk = max(1, min(reps, _CELLS_PER_CHUNK // n))
     for start in range(0, reps, chunk):
         rows = min(chunk, reps - start)
-        y, session = revision_runs(n, rows, sticky, seed + start)
+        y, session = revision_runs(n, rows, sticky, seed + start, truth)
         low, high, _, _ = clustered_interval_rows(y, session, np.ones(y.shape, dtype=bool))
-        hits[0] += np.count_nonzero((low <= TRUTH) & (TRUTH <= high))
+        hits[0] += np.count_nonzero((low <= truth) & (truth <= high))
         low, high = wilson_arrays(y.sum(axis=1).astype(np.int64), np.full(rows, n))
-        hits[1] += np.count_nonzero((low <= TRUTH) & (TRUTH <= high))
+        hits[1] += np.count_nonzero((low <= truth) & (truth <= high))
     return Coverage(float(hits[0] / reps), float(hits[1] / reps), reps)
 
 

@@ -91,7 +91,7 @@ def _intervals(reader: Reader, name: str, revisions: list[str]) -> dict[str, tup
     scored = np.array([r["scored"] for r in rows], dtype=float)
     low, high, _ = interval_from_cluster_sums(
         scored, np.array([r["passes"] for r in rows]) / scored, np.array([r["s2"] for r in rows]),
-        np.array([r["s4"] for r in rows]), np.array([r["clusters"] for r in rows]))
+        np.array([r["s4"] for r in rows]), np.array([r["clusters"] for r in rows]), np.array([r["m2"] for r in rows]))
     return {r["revision"]: (float(lo), float(hi), int(r["clusters"])) for r, lo, hi in zip(rows, low, high,
                                                                                              strict=True)}
 

@@ -149,9 +149,11 @@ figures outside the few-failure cells below lie in 0.942–0.963. What no interv
   few. From 200 runs on it is 0.95 ± 0.01.
 - **The lattice of pass counts.** With few runs a cell's coverage jumps as the count of passes an interval
   admits changes: on independent runs Wilson's exact coverage is 0.938 at 80 runs and a rate of 0.844, 0.964
-  at 60 and 200 runs and 0.93, and our interval is Wilson's there. In sessions the same jumps show at 56–60
-  runs in sticky 0.9 sessions at 0.844 (0.963–0.973 at 20,000 revisions a cell) and at 60 runs, sticky 0,
-  rate 0.6 (0.962, inside the tests' 3 s.e.). The tests assert those cells as what they are.
+  at 60 and 200 runs and 0.93, and our interval is Wilson's there. In sessions the same jumps show between
+  the grid's run counts: at 0.844 the dense grid of `benchmarks/perf/stats_scenarios.py` (docs/performance.md,
+  20,000 revisions a cell) gives 0.938–0.963 from 60 to 1,000 runs and 0.961–0.974 at 56–58; on the grid above,
+  60 runs in sticky 0.9 sessions at 0.844 cover 0.963 and 60 runs at sticky 0, rate 0.6, 0.962. The tests
+  assert the first apart, as what it is, and the second inside their 3 s.e.
 
 Wilson's interval covers {min(in_sessions):.2f}–{max(in_sessions):.2f} in sessions.
 

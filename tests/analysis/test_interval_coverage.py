@@ -32,7 +32,7 @@ RATES = interval_table.RATES
 # strong agent, so to hold at sticky 0.9 it keeps 0.93 inside whenever it sees no failure or a few, and covers
 # about 0.98 (docs/statistics.md section 8).
 FEW_FAILURES = {(n, sticky, 0.93) for n in (60, 80, 120) for sticky in STICKY}
-# The lattice of pass counts: at 56-60 runs in sticky 0.9 sessions at 0.844 the coverage jumps to 0.963-0.973.
+# The lattice of pass counts: at 56-60 runs in sticky 0.9 sessions at 0.844 the coverage jumps (0.963-0.974).
 LATTICE = {(60, 0.9, interval_table.TRUTH)}
 LARGE = {0.0: (0.6,), 0.5: (0.75, 0.93), 0.9: (interval_table.TRUTH,)}  # the rates checked at 600 and 1,000
 SESSIONS = [(n, sticky, truth) for sticky in STICKY for truth in RATES for n in RUNS

@@ -17,7 +17,7 @@ import pytest
 from scipy.stats import binom
 
 from lousho.analysis import interval_table
-from lousho.analysis.clustered import clustered_interval_rows
+from lousho.analysis.clustered import clustered_interval, clustered_interval_rows
 from lousho.analysis.frames import CI_METHODS, pass_rates
 from lousho.analysis.stats import wilson_arrays
 
@@ -123,3 +123,14 @@ def test_pass_rates_computes_the_vectorised_interval_exactly() -> None:
     assert np.allclose(rates["ci_low"].to_numpy(), low, rtol=0, atol=1e-12)
     assert np.allclose(rates["ci_high"].to_numpy(), high, rtol=0, atol=1e-12)
     assert np.allclose(rates["design_effect"].to_numpy(), deff) and (rates["clusters"].to_numpy() == clusters).all()
+
+
+def test_with_clusters_of_one_size_the_design_effect_is_cr1s_and_unequal_sizes_widen_it() -> None:
+    # Three sessions of 4 runs, 9 passes: residual sums 0, -1, 1, so s2 = 2 and CR1 gives 3/2 * 2 / (12 * 3/16).
+    y = [1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1]
+    equal = clustered_interval(y, [i // 4 for i in range(12)])
+    assert equal.design_effect == pytest.approx(1.5 * 2 / (12 * 0.75 * 0.25))
+    # Sessions of 6, 3 and 3 runs (all pass, all fail, all pass): residual sums 1.5, -2.25, 0.75, s2 = 7.875.
+    # Kish's effective number of clusters is 12^2 / 54 = 8/3, not 3, so the factor is 1.6, not CR1's 1.5.
+    unequal = clustered_interval([1] * 6 + [0] * 3 + [1] * 3, [0] * 6 + [1] * 3 + [2] * 3)
+    assert unequal.design_effect == pytest.approx(1.6 * 7.875 / (12 * 0.75 * 0.25))

@@ -136,6 +136,7 @@ class MonitorDecision:
     assumptions: str = ""
     design_note: str = ""  # the live monitor: why it runs a design other than the one configured, or waits
     outage_runs: int = 0  # the live monitor: runs left out as in a provider outage (stratified design)
+    outage_windows: tuple[tuple[int, int], ...] = ()  # ... and the outages' windows, (first, last) run start in ns
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -2,9 +2,10 @@
 
 Real traffic is not independent, identically distributed runs, so the monitor's rates are measured on
 streams that are not: two kinds of case (easy, p = 0.97; hard, p = 0.55; 30% hard gives 0.844), a mix that
-steps at the apply or cycles over the day, outages (10 consecutive runs fail with a verdict), sessions of
-geometric size (mean 3) sharing one case, a repeat copying the session's first outcome with probability
-``sticky``, and edits that crash runs (no verdict: counted as a failure). ``SCENARIOS`` is the suite;
+steps at the apply or cycles over the day, outages (10 consecutive runs fail with a verdict, each carrying the
+mark a live run of an outage carries: a model call failed with a provider error), sessions of geometric size
+(mean 3) sharing one case, a repeat copying the session's first outcome with probability ``sticky``, and edits
+that crash runs (no verdict, no provider error: counted as a failure). ``SCENARIOS`` is the suite;
 ``rollback_rate`` runs a design's decision on every stream at once (numpy, one replicate per row), with the
 same statistics the monitor calls (``clustered``), and a test checks it against ``monitor.decide`` stream by
 stream.
@@ -19,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lousho.analysis.clustered import clustered_z_rows, stratified_z_rows
+from lousho.analysis.outages import in_outage
 from lousho.analysis.stats import pooled_z_arrays
 
 P_EASY, P_HARD = 0.97, 0.55
@@ -76,14 +78,15 @@ SCENARIOS: tuple[Scenario, ...] = (
 class Streams:
     """Replicate streams, one per row, in time order: ``y`` 1 pass / 0 fail (a crash is a fail), ``crashed``
     no verdict, ``session`` labels per row, ``hard`` the case type, ``applied`` the edit served the run,
-    ``base_side`` the run is on the base side of the comparison, ``outage`` the run fell in an outage."""
+    ``provider_error`` a model call of the run failed with a provider error: what a run made during an outage
+    shows in its spans, and all the monitor can know of the outage (the model keeps no other flag of it)."""
 
     y: NDArray[np.float64]
     crashed: NDArray[np.bool_]
     session: NDArray[np.int64]
     hard: NDArray[np.bool_]
     applied: NDArray[np.bool_]
-    outage: NDArray[np.bool_]
+    provider_error: NDArray[np.bool_]
     apply_at: int  # index of the first run after the apply (0: every run is after it)
 
 
@@ -132,6 +135,8 @@ def streams(scenario: Scenario, reps: int, *, concurrent: bool, holdback: float 
         outage = starts - lagged > 0
     crashed = applied & hard & (rng.random((reps, length), dtype=np.float32) < scenario.crash_hard) & ~outage
     y = (fresh & ~outage & ~crashed).astype(float)
+    # Every run of an outage ends with a verdict (a failing apology) and shows the provider's error on its
+    # model call; nothing else does (a crash is the agent's own error).
     return Streams(y, crashed, session, hard, applied, outage, before)
 
 
@@ -221,11 +226,10 @@ def _concurrent_look(s: Streams, mb: NDArray[np.bool_], ma: NDArray[np.bool_], w
 def _before_after_rows(s: Streams, design: str, looks: tuple[int, ...], bounds: tuple[float, ...],
                        min_drop: float) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
     seed = design == "seed"
-    # The seed rule reads scored runs only (a crash is invisible to it); the stratified design counts a crash
-    # as a failure and leaves out the base runs in an outage window (the breaker's).
-    kept = ~s.crashed if seed else np.ones_like(s.crashed)
-    # The breaker flags outage windows on either side of the apply; the seed rule knows nothing of them.
-    kept = kept if seed else kept & ~s.outage
+    # The seed rule reads scored runs only (a crash is invisible to it) and knows nothing of outages; the
+    # stratified design counts a crash as a failure and leaves out, either side of the apply, the runs in the
+    # outage windows it detects from the runs' provider errors, as the live monitor does (outages.in_outage).
+    kept = ~s.crashed if seed else ~in_outage(s.provider_error)
     base = ~s.applied & kept
     applied = s.applied & kept
     last = looks[-1]

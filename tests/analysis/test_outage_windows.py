@@ -89,14 +89,16 @@ BASE = ["fail" if i % 10 == 9 else "pass" for i in range(60)]  # 0.9
 
 
 def _emit(provider: TracerProvider, run_id: str, agent: str, revision: str, kind: str) -> None:
-    """One run: ``pass``/``fail`` (a verdict), ``outage`` (a model call fails with a rate limit, the agent
-    apologises, the check fails), or an edit's breakage with no provider error: ``crash`` (the run's own
-    exception), ``refused`` (the provider refuses the edit's request: a 400; the check fails) or ``tool``
-    (a tool times out; the check fails)."""
+    """One run: ``pass``/``fail`` (a verdict), ``outage-*`` (a model call fails with the provider's error, the
+    agent apologises, the check fails: the openai SDK's 429, the reference agent's 503 or timeout), or an edit's
+    breakage with no provider error: ``crash`` (the run's own exception), ``refused`` (the provider refuses the
+    edit's request: a 400; the check fails) or ``tool`` (a tool times out; the check fails)."""
     tracer = provider.get_tracer("tests.outage_windows")
     attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent, "lousho.run.id": run_id,
              "lousho.harness.revision": revision, "gen_ai.input.messages": f"input of {run_id}"}
-    failed_call = {"outage": ("RateLimitError", "Error code: 429 - rate limit reached"),
+    failed_call = {"outage-429": ("RateLimitError", "Error code: 429 - rate limit reached"),
+                   "outage-503": ("unknown", "HTTP 503 from the model provider: overloaded"),
+                   "outage-timeout": ("timeout", "request to http://model/v1 timed out after 60 s"),
                    "refused": ("BadRequestError", "Error code: 400 - invalid tool schema")}.get(kind)
     with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=attrs) as root:
         chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
@@ -137,10 +139,10 @@ def _fill(url: str, agent: str, before: list[str], after: list[str]) -> datetime
 @pytest.mark.system
 def test_the_stratified_watch_leaves_out_short_outages_whose_runs_ended_with_verdicts(shared_daemon):
     # No holdback. A 3-run outage among the base runs and a 9-run one right after the apply: every run gets a
-    # verdict (a failing apology), only its model call shows the provider's 429. Then the edit does as the base.
+    # verdict (a failing apology), only its model call shows the provider's error. Then the edit does as the base.
     agent = "short-outages"
-    before = BASE[:30] + ["outage"] * 3 + BASE[30:]
-    applied_at = _fill(shared_daemon.url, agent, before, ["outage"] * 9 + BASE[:20])
+    outage = ["outage-429", "outage-503", "outage-timeout"]
+    applied_at = _fill(shared_daemon.url, agent, BASE[:30] + outage + BASE[30:], outage * 3 + BASE[:20])
     decision = Monitor(connect(shared_daemon.url), agent, "base", "applied", applied_at).check()
     assert decision.design == "stratified" and "[stratified design]" in decision.reason
     assert decision.outage_runs == 12 and len(decision.outage_windows) == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from lousho.analysis.outages import outage_windows, provider_failures
+from lousho.analysis.outages import outage_windows, provider_error, provider_failures
 from lousho.recover.outage import THRESHOLD
 
 
@@ -42,3 +42,16 @@ def test_what_counts_as_a_provider_failure_is_what_the_breaker_counts() -> None:
 def test_a_streak_of_crashes_an_edit_causes_is_no_outage() -> None:
     assert outage_windows(_frame([("error", "ValueError", "ValueError: boom")] * 30)) == ()
     assert outage_windows(_frame([])) == ()
+
+
+def test_a_model_calls_error_counts_as_the_breaker_counts_it() -> None:
+    # As failed model-call spans carry them: the reference agent's categories, an SDK's class, or only the
+    # openai SDK's "Error code: N" message.
+    assert provider_error("unknown", "HTTP 502 from the model provider: bad gateway")
+    assert provider_error("openai.InternalServerError", "Error code: 500 - {}")
+    assert provider_error(None, "Error code: 503 - {'error': 'overloaded'}")
+    assert provider_error("APIStatusError", "Error code: 529 - overloaded")
+    assert not provider_error(None, "Error code: 400 - invalid tool schema")
+    assert not provider_error("BadRequestError", "Error code: 400 - invalid tool schema")
+    assert not provider_error("AuthenticationError", "Error code: 401 - invalid api key")
+    assert not provider_error(None, None)

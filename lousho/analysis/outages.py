@@ -105,13 +105,13 @@ def provider_marks(store: StoreClient, frame: pl.DataFrame) -> NDArray[np.bool_]
     marked = provider_failures(frame)
     if frame.height == 0:
         return marked
-    handled = frame["handled_errors"].fill_null(0).to_numpy() if "handled_errors" in frame.columns else 0
+    handled = frame["handled_errors"].fill_null(0).to_numpy() > 0
     errored = np.asarray(frame["status"].to_list()) == "error"
-    suspects = np.flatnonzero(~marked & (errored | (np.asarray(handled) > 0)))
+    suspects = np.flatnonzero(~marked & (errored | handled))
     if suspects.size:
-        hit = _model_call_failures(store, [frame["run_id"][int(i)] for i in suspects],
-                                   [frame["last_trace_id"][int(i)] for i in suspects])
-        marked[suspects] = [frame["run_id"][int(i)] in hit for i in suspects]
+        ids, traces = frame["run_id"].to_list(), frame["last_trace_id"].to_list()
+        hit = _model_call_failures(store, [ids[i] for i in suspects], [traces[i] for i in suspects])
+        marked[suspects] = [ids[i] in hit for i in suspects]
     return marked
 
 

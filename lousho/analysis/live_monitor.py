@@ -11,8 +11,8 @@ import polars as pl
 from lousho.analysis.frames import runs
 from lousho.analysis.monitor import Arm, MonitorConfig, MonitorDecision, decide
 from lousho.analysis.outages import outage_windows, provider_marks
+from lousho.kernel.outage_rule import THRESHOLD
 from lousho.observe.client.store_client import StoreClient
-from lousho.recover.outage import THRESHOLD
 
 # While the loop holds the base back, the watch waits for held-back runs; it falls back to stratified only
 # once this many sessions of the applied revision since the apply went unrouted (no lousho.traffic.arm): then

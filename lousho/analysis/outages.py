@@ -14,7 +14,8 @@ outages in the runs themselves, by the breaker's rule:
   overflow, a tool's error or the run's own exception never is: a harness can cause those, and an edit that
   breaks the agent must count against it, not hide as an outage;
 - an **outage window** is a maximal streak of at least ``THRESHOLD`` (the breaker's 3) consecutive marked runs
-  in start order (``in_outage``); it spans the first run's start to the last one's.
+  in start order (``lousho.kernel.outage_rule.in_outage``, the breaker's rule); it spans the first run's start
+  to the last one's.
 
 ``in_outage`` is the one rule: the live monitor applies it to stored runs and the traffic model
 (``traffic_model``) to its simulated markers, so the scenario table states the rates of what runs live.
@@ -31,9 +32,9 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from lousho.kernel.outage_rule import THRESHOLD, in_outage
 from lousho.observe.client.store_client import StoreClient
 from lousho.observe.runs.runs_view import MODEL_OPERATIONS
-from lousho.recover.outage import THRESHOLD
 
 PROVIDER_TYPES = frozenset({"rate-limit", "timeout"})
 # A 5xx of the reference agent's client (lousho.models.errors.classify): "HTTP 503 from the model provider".
@@ -68,18 +69,6 @@ def provider_failures(frame: pl.DataFrame) -> NDArray[np.bool_]:
     messages = frame["error_message"].to_list() if "error_message" in frame.columns else [None] * frame.height
     return np.array([s == "error" and provider_error(t, m) for s, t, m in zip(status, types, messages, strict=True)],
                     dtype=bool)
-
-
-def in_outage(marked: NDArray[np.bool_], threshold: int = THRESHOLD) -> NDArray[np.bool_]:
-    """Which runs lie in a streak of at least ``threshold`` consecutive marked runs, along the last axis (one
-    stream, or one stream per row): the breaker's "``THRESHOLD`` provider failures in a row"."""
-    marked = np.asarray(marked, dtype=bool)
-    index = np.broadcast_to(np.arange(marked.shape[-1]), marked.shape)
-    # Each run's streak runs from after the last unmarked run before it to before the next one after it.
-    last_gap = np.maximum.accumulate(np.where(marked, -1, index), axis=-1)
-    next_gap = np.flip(np.minimum.accumulate(np.flip(np.where(marked, marked.shape[-1], index), axis=-1), axis=-1),
-                       axis=-1)
-    return marked & (next_gap - last_gap - 1 >= threshold)
 
 
 def outage_windows(frame: pl.DataFrame, marked: NDArray[np.bool_] | None = None,

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from lousho.analysis import traffic_model as tm
 from lousho.analysis.monitor import DESIGNS, MonitorConfig
-from lousho.recover.outage import THRESHOLD
+from lousho.kernel.outage_rule import THRESHOLD
 
 # The scenarios the runs table reads: what a decision costs with no change and against a real drop.
 NO_CHANGE = "independent runs, stable mix"

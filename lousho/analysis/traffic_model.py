@@ -20,8 +20,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lousho.analysis.clustered import clustered_z_rows, stratified_z_rows
-from lousho.analysis.outages import in_outage
 from lousho.analysis.stats import pooled_z_arrays
+from lousho.kernel.outage_rule import in_outage
 
 P_EASY, P_HARD = 0.97, 0.55
 SESSION_MEAN = 3.0

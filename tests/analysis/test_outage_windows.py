@@ -21,9 +21,8 @@ from opentelemetry.trace import Status, StatusCode
 
 from lousho.analysis import Monitor
 from lousho.analysis import traffic_model as tm
-from lousho.analysis.outages import in_outage
+from lousho.kernel.outage_rule import THRESHOLD, in_outage
 from lousho.observe import connect, instrument, record_score
-from lousho.recover.outage import THRESHOLD
 
 REPS = 20_000
 LOOKS, BOUNDS = (20, 40, 60), (2.1, 2.1, 2.1)

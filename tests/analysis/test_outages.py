@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from lousho.analysis.outages import outage_windows, provider_error, provider_failures
-from lousho.recover.outage import THRESHOLD
+from lousho.kernel.outage_rule import THRESHOLD
 
 
 def _frame(rows: list[tuple[str, str | None, str | None]]) -> pl.DataFrame:

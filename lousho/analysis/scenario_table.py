@@ -109,7 +109,7 @@ sessions' design effect, a run without a verdict a failure. **stratified** (no h
 {config.looks[-1]} base runs nearest before the apply against the runs after it, within case strata
 (CMH) with the sessions' design effect, a run without a verdict a failure, and the runs left out in the
 outage windows it detects as the live monitor does, {THRESHOLD} or more runs in a row with a provider error (the
-breaker's rule, `outages.in_outage`): no oracle of the outages, and a crash, which shows no provider error, is
+breaker's rule, `outage_rule.in_outage`): no oracle of the outages, and a crash, which shows no provider error, is
 never left out. **seed** (`MonitorConfig(design="seed")`, as first built): before/after, the pooled z and a drop over
 0.05, runs without a verdict unseen; its stated rates assume independent runs and a stable mix.
 

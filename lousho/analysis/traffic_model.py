@@ -228,7 +228,7 @@ def _before_after_rows(s: Streams, design: str, looks: tuple[int, ...], bounds: 
     seed = design == "seed"
     # The seed rule reads scored runs only (a crash is invisible to it) and knows nothing of outages; the
     # stratified design counts a crash as a failure and leaves out, either side of the apply, the runs in the
-    # outage windows it detects from the runs' provider errors, as the live monitor does (outages.in_outage).
+    # outage windows it detects from the runs' provider errors, as the live monitor does (kernel.outage_rule.in_outage).
     kept = ~s.crashed if seed else ~in_outage(s.provider_error)
     base = ~s.applied & kept
     applied = s.applied & kept

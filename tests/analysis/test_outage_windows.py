@@ -1,10 +1,10 @@
 """The stratified (no-holdback) watch leaves out the provider outages the live system can see, and nothing else.
 
 An outage shows in a run's spans as a model call that failed with a provider error, even when the run goes on to
-a verdict; 3 such runs in a row make a window (the breaker's rule, ``outages.in_outage``). The traffic model marks
-an outage's runs that way and keeps no other flag of them, so its rates (20,000 streams a scenario, 3 standard
-errors to spare) are those of the windows the monitor detects. A run that fails without a provider error (an edit
-that breaks the agent) is never left out.
+a verdict; 3 such runs in a row make a window (the breaker's rule, ``kernel.outage_rule.in_outage``). The traffic
+model marks an outage's runs that way and keeps no other flag of them, so its rates (20,000 streams a scenario, 3
+standard errors to spare) are those of the windows the monitor detects. A run that fails without a provider error
+(an edit that breaks the agent) is never left out.
 """
 
 from __future__ import annotations

@@ -34,9 +34,10 @@ BEFORE = 200  # runs of the base revision before the apply (before/after designs
 class Scenario:
     """One kind of traffic. ``hard_before``/``hard_after``: the share of hard cases before and after the apply;
     ``daily``: the mix's swing (± points of the hard share) over a day at ``per_hour`` runs an hour;
-    ``outage_every``: runs per outage (0: none); ``sticky``: None for independent runs, else sessions of mean 3
-    with that stickiness; ``crash_hard``: the share of the edit's hard-case runs that crash; ``p_base`` /
-    ``p_applied``: a single pass rate for every case instead of the easy/hard mix (the power scenario)."""
+    ``outage_every``: runs per outage (0: none), each ``outage_runs`` long; ``sticky``: None for independent
+    runs, else sessions of mean 3 with that stickiness; ``crash_hard``: the share of the edit's hard-case runs that
+    crash; ``p_base`` / ``p_applied``: a single pass rate for every case instead of the easy/hard mix (the power
+    scenario)."""
 
     name: str
     hard_before: float = 0.3
@@ -44,6 +45,7 @@ class Scenario:
     daily: float = 0.0
     per_hour: float = 5.0
     outage_every: int = 0
+    outage_runs: int = OUTAGE_RUNS
     sticky: float | None = None
     crash_hard: float = 0.0
     p_base: float | None = None
@@ -131,7 +133,8 @@ def streams(scenario: Scenario, reps: int, *, concurrent: bool, holdback: float 
     outage = np.zeros((reps, length), dtype=bool)
     if scenario.outage_every:
         starts = np.cumsum(rng.random((reps, length), dtype=np.float32) < 1.0 / scenario.outage_every, axis=1)
-        lagged = np.concatenate([np.zeros((reps, OUTAGE_RUNS), dtype=starts.dtype), starts[:, :-OUTAGE_RUNS]], axis=1)
+        span = scenario.outage_runs
+        lagged = np.concatenate([np.zeros((reps, span), dtype=starts.dtype), starts[:, :-span]], axis=1)
         outage = starts - lagged > 0
     crashed = applied & hard & (rng.random((reps, length), dtype=np.float32) < scenario.crash_hard) & ~outage
     y = (fresh & ~outage & ~crashed).astype(float)

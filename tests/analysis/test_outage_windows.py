@@ -66,6 +66,14 @@ def test_stratified_false_rollback_at_most_5_percent_with_detected_windows(scena
     assert rate + 3 * _se(rate) <= 0.05, rate
 
 
+@pytest.mark.parametrize("outage_runs", [THRESHOLD, 9])
+def test_short_outages_down_to_the_breakers_three_runs_are_left_out(outage_runs: int) -> None:
+    # One outage per 200 runs, each only 3 or 9 runs long: every one makes a window.
+    s = tm.streams(replace(OUTAGE_200, outage_runs=outage_runs), REPS, concurrent=False, seed=17)
+    rate = _stratified(s)
+    assert rate + 3 * _se(rate) <= 0.05, rate
+
+
 def test_without_the_windows_outages_with_verdicts_would_roll_back_a_harmless_edit() -> None:
     # The claim above needs the detection: blind to the outage's provider errors, the watch fails at 1 per 200.
     s = tm.streams(OUTAGE_200, REPS, concurrent=False, seed=12)

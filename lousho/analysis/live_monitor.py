@@ -10,7 +10,8 @@ import polars as pl
 
 from lousho.analysis.frames import runs
 from lousho.analysis.monitor import Arm, MonitorConfig, MonitorDecision, decide
-from lousho.analysis.outages import outage_windows
+from lousho.analysis.outages import outage_windows, provider_marks
+from lousho.kernel.outage_rule import THRESHOLD
 from lousho.observe.client.store_client import StoreClient
 
 # While the loop holds the base back, the watch waits for held-back runs; it falls back to stratified only
@@ -22,13 +23,14 @@ UNROUTED_FALLBACK = 20
 @dataclass(frozen=True)
 class Plan:
     """What one check compares: the design it runs in, both arms, why that design (when it is not the one
-    configured) and how many runs outage windows left out."""
+    configured), how many runs outage windows left out and those windows ((first start, last start) in ns)."""
 
     design: str
     base: Arm
     applied: Arm
     note: str = ""
     outage_runs: int = 0
+    outage_windows: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,10 @@ class Monitor:
     ``UNROUTED_FALLBACK`` sessions of the applied revision since the apply were served unrouted, the sign
     that the agent does not call the router. The stratified design leaves out, on both sides, the runs in
     ``outage_windows`` ((start_ns, end_ns) pairs) and, with ``detect_outages``, in the windows
-    ``lousho.analysis.outages`` finds in each side's runs (10 consecutive provider failures). The decision
-    records the design it ran, why it fell back (``design_note``) and the runs outages left out. Probe runs
+    ``lousho.analysis.outages`` finds in both sides' runs taken together in start order (the breaker's rule: 3
+    consecutive runs the provider failed, in the run's own error or in a model call's, verdict or not). The
+    decision records the design it ran, why it fell back (``design_note``), the runs outages left out and the
+    windows, and its reason says so. Probe runs
     are never read: the loop's own gate, canary and guard runs must not vote on live quality. A run that
     ended in an error without a verdict (a crash, a no-progress stop, a quarantine) is a failure to every
     design but the seed's; a run that ended well but unscored carries no evidence and is skipped.
@@ -86,16 +90,22 @@ class Monitor:
                     "does not call lousho.agent.traffic_route.route)" if self.holdback else
                     "no run of the base since the apply: no holdback")
         before = base.filter(pl.col("started_ns") < applied_ns)
-        left_out = 0
-        if design != "seed":
-            windows = self.outage_windows
-            if self.detect_outages:
-                windows += outage_windows(base_runs.filter(pl.col("started_ns") < applied_ns))
-                windows += outage_windows(applied_runs)
-            kept_before, kept_applied = _outside(before, windows), _outside(applied, windows)
-            left_out = before.height - kept_before.height + applied.height - kept_applied.height
-            before, applied = kept_before, kept_applied
-        return Plan(design, _arm(before.tail(self.config.looks[-1])), _arm(applied), note, left_out)
+        if design == "seed":
+            return Plan(design, _arm(before.tail(self.config.looks[-1])), _arm(applied), note)
+        windows = self.outage_windows + (self._detected(base_runs, applied_runs, applied_ns) if self.detect_outages
+                                         else ())
+        kept_before, kept_applied = _outside(before, windows), _outside(applied, windows)
+        left_out = before.height - kept_before.height + applied.height - kept_applied.height
+        return Plan(design, _arm(kept_before.tail(self.config.looks[-1])), _arm(kept_applied), note, left_out,
+                    tuple(w for w in windows if _holds_any(before, applied, w)))
+
+    def _detected(self, base_runs: pl.DataFrame, applied_runs: pl.DataFrame,
+                  applied_ns: int) -> tuple[tuple[int, int], ...]:
+        """The outage windows in the agent's traffic either side of the apply, as one stream in start order: an
+        outage across the apply is one streak. Every run counts towards a streak, judged or not."""
+        before = base_runs.filter(pl.col("started_ns") < applied_ns)
+        timeline = pl.concat([before, applied_runs], how="diagonal_relaxed")
+        return outage_windows(timeline, provider_marks(self.store, timeline))
 
     def outcomes(self) -> tuple[list[bool], list[bool]]:
         """The scored outcomes of each side as the seed design reads them (the path plots these)."""
@@ -107,7 +117,21 @@ class Monitor:
         config = self.config if plan.design == self.config.design else replace(self.config, design=plan.design)
         now = now or datetime.now(UTC)
         decision = decide(config, plan.base, plan.applied, _aware(now) - _aware(self.applied_at))
-        return replace(decision, design_note=plan.note, outage_runs=plan.outage_runs)
+        return replace(decision, reason=decision.reason + _outage_note(plan), design_note=plan.note,
+                       outage_runs=plan.outage_runs, outage_windows=plan.outage_windows)
+
+
+def _outage_note(plan: Plan) -> str:
+    if not plan.outage_windows:
+        return ""
+    count = len(plan.outage_windows)
+    return (f" [{plan.outage_runs} runs in {count} provider outage window{'s' if count > 1 else ''} left out: "
+            f"{THRESHOLD} or more consecutive runs the provider failed]")
+
+
+def _holds_any(before: pl.DataFrame, applied: pl.DataFrame, window: tuple[int, int]) -> bool:
+    """Does ``window`` hold a run either side compares (a window given from outside may hold none)?"""
+    return any(frame.filter(pl.col("started_ns").is_between(*window)).height for frame in (before, applied))
 
 
 def _outside(frame: pl.DataFrame, windows: tuple[tuple[int, int], ...]) -> pl.DataFrame:

@@ -12,7 +12,8 @@ same runs give the same decision however often it is asked. Three designs (``Mon
   quarantine) counts as a failure.
 - ``stratified``: where no holdback is possible, the base runs nearest before the apply against the runs
   after it, compared within case strata (CMH, ``clustered.stratified_z_rows``), runs in outage windows left
-  out on both sides by the caller, a run without a verdict a failure.
+  out on both sides by the caller (the live monitor: 3 runs in a row the provider failed, ``outages``), a run
+  without a verdict a failure.
 - ``seed``: the seeds' rule as first built: before/after, the pooled z, a drop over 0.05, unscored runs
   invisible. Its rates assume independent runs and a stable mix (docs/statistics.md shows where that fails).
 
@@ -136,6 +137,7 @@ class MonitorDecision:
     assumptions: str = ""
     design_note: str = ""  # the live monitor: why it runs a design other than the one configured, or waits
     outage_runs: int = 0  # the live monitor: runs left out as in a provider outage (stratified design)
+    outage_windows: tuple[tuple[int, int], ...] = ()  # ... and the outages' windows, (first, last) run start in ns
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from lousho.analysis import traffic_model as tm
 from lousho.analysis.monitor import DESIGNS, MonitorConfig
+from lousho.kernel.outage_rule import THRESHOLD
 
 # The scenarios the runs table reads: what a decision costs with no change and against a real drop.
 NO_CHANGE = "independent runs, stable mix"
@@ -99,14 +100,17 @@ With no real change it is the false-rollback rate; the last two rows are power.
 
 What the rates assume (`lousho/analysis/traffic_model.py`): two kinds of case, easy (p = {tm.P_EASY}) and hard
 (p = {tm.P_HARD}), 30% hard unless a row says otherwise; a mix that steps at the apply or swings ±10 points over
-a day; outages of {tm.OUTAGE_RUNS} consecutive failures; sessions of geometric size (mean
+a day; outages of {tm.OUTAGE_RUNS} consecutive runs that fail with a verdict, each showing a provider error on a
+model call (nothing else does); sessions of geometric size (mean
 {tm.SESSION_MEAN:g}) sharing a case, a repeat copying the session's first outcome with probability sticky; runs
 otherwise independent. **concurrent** (the default): {config.holdback:.0%} of sessions keep the base
 revision while the edit is watched, arms compared at each look by the pooled z over the square root of the
 sessions' design effect, a run without a verdict a failure. **stratified** (no holdback possible): the
 {config.looks[-1]} base runs nearest before the apply against the runs after it, within case strata
-(CMH) with the sessions' design effect, runs in outage windows left out (the breaker's), a run without a
-verdict a failure. **seed** (`MonitorConfig(design="seed")`, as first built): before/after, the pooled z and a drop over
+(CMH) with the sessions' design effect, a run without a verdict a failure, and the runs left out in the
+outage windows it detects as the live monitor does, {THRESHOLD} or more runs in a row with a provider error (the
+breaker's rule, `outage_rule.in_outage`): no oracle of the outages, and a crash, which shows no provider error, is
+never left out. **seed** (`MonitorConfig(design="seed")`, as first built): before/after, the pooled z and a drop over
 0.05, runs without a verdict unseen; its stated rates assume independent runs and a stable mix.
 
 {table(RATE_HEADERS, rate_table(measured))}

@@ -2,9 +2,10 @@
 
 Real traffic is not independent, identically distributed runs, so the monitor's rates are measured on
 streams that are not: two kinds of case (easy, p = 0.97; hard, p = 0.55; 30% hard gives 0.844), a mix that
-steps at the apply or cycles over the day, outages (10 consecutive runs fail with a verdict), sessions of
-geometric size (mean 3) sharing one case, a repeat copying the session's first outcome with probability
-``sticky``, and edits that crash runs (no verdict: counted as a failure). ``SCENARIOS`` is the suite;
+steps at the apply or cycles over the day, outages (10 consecutive runs fail with a verdict, each carrying the
+mark a live run of an outage carries: a model call failed with a provider error), sessions of geometric size
+(mean 3) sharing one case, a repeat copying the session's first outcome with probability ``sticky``, and edits
+that crash runs (no verdict, no provider error: counted as a failure). ``SCENARIOS`` is the suite;
 ``rollback_rate`` runs a design's decision on every stream at once (numpy, one replicate per row), with the
 same statistics the monitor calls (``clustered``), and a test checks it against ``monitor.decide`` stream by
 stream.
@@ -20,6 +21,7 @@ from numpy.typing import NDArray
 
 from lousho.analysis.clustered import clustered_z_rows, stratified_z_rows
 from lousho.analysis.stats import pooled_z_arrays
+from lousho.kernel.outage_rule import in_outage
 
 P_EASY, P_HARD = 0.97, 0.55
 SESSION_MEAN = 3.0
@@ -32,9 +34,10 @@ BEFORE = 200  # runs of the base revision before the apply (before/after designs
 class Scenario:
     """One kind of traffic. ``hard_before``/``hard_after``: the share of hard cases before and after the apply;
     ``daily``: the mix's swing (± points of the hard share) over a day at ``per_hour`` runs an hour;
-    ``outage_every``: runs per outage (0: none); ``sticky``: None for independent runs, else sessions of mean 3
-    with that stickiness; ``crash_hard``: the share of the edit's hard-case runs that crash; ``p_base`` /
-    ``p_applied``: a single pass rate for every case instead of the easy/hard mix (the power scenario)."""
+    ``outage_every``: runs per outage (0: none), each ``outage_runs`` long; ``sticky``: None for independent
+    runs, else sessions of mean 3 with that stickiness; ``crash_hard``: the share of the edit's hard-case runs that
+    crash; ``p_base`` / ``p_applied``: a single pass rate for every case instead of the easy/hard mix (the power
+    scenario)."""
 
     name: str
     hard_before: float = 0.3
@@ -42,6 +45,7 @@ class Scenario:
     daily: float = 0.0
     per_hour: float = 5.0
     outage_every: int = 0
+    outage_runs: int = OUTAGE_RUNS
     sticky: float | None = None
     crash_hard: float = 0.0
     p_base: float | None = None
@@ -76,14 +80,15 @@ SCENARIOS: tuple[Scenario, ...] = (
 class Streams:
     """Replicate streams, one per row, in time order: ``y`` 1 pass / 0 fail (a crash is a fail), ``crashed``
     no verdict, ``session`` labels per row, ``hard`` the case type, ``applied`` the edit served the run,
-    ``base_side`` the run is on the base side of the comparison, ``outage`` the run fell in an outage."""
+    ``provider_error`` a model call of the run failed with a provider error: what a run made during an outage
+    shows in its spans, and all the monitor can know of the outage (the model keeps no other flag of it)."""
 
     y: NDArray[np.float64]
     crashed: NDArray[np.bool_]
     session: NDArray[np.int64]
     hard: NDArray[np.bool_]
     applied: NDArray[np.bool_]
-    outage: NDArray[np.bool_]
+    provider_error: NDArray[np.bool_]
     apply_at: int  # index of the first run after the apply (0: every run is after it)
 
 
@@ -128,10 +133,13 @@ def streams(scenario: Scenario, reps: int, *, concurrent: bool, holdback: float 
     outage = np.zeros((reps, length), dtype=bool)
     if scenario.outage_every:
         starts = np.cumsum(rng.random((reps, length), dtype=np.float32) < 1.0 / scenario.outage_every, axis=1)
-        lagged = np.concatenate([np.zeros((reps, OUTAGE_RUNS), dtype=starts.dtype), starts[:, :-OUTAGE_RUNS]], axis=1)
+        span = scenario.outage_runs
+        lagged = np.concatenate([np.zeros((reps, span), dtype=starts.dtype), starts[:, :-span]], axis=1)
         outage = starts - lagged > 0
     crashed = applied & hard & (rng.random((reps, length), dtype=np.float32) < scenario.crash_hard) & ~outage
     y = (fresh & ~outage & ~crashed).astype(float)
+    # Every run of an outage ends with a verdict (a failing apology) and shows the provider's error on its
+    # model call; nothing else does (a crash is the agent's own error).
     return Streams(y, crashed, session, hard, applied, outage, before)
 
 
@@ -221,11 +229,10 @@ def _concurrent_look(s: Streams, mb: NDArray[np.bool_], ma: NDArray[np.bool_], w
 def _before_after_rows(s: Streams, design: str, looks: tuple[int, ...], bounds: tuple[float, ...],
                        min_drop: float) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
     seed = design == "seed"
-    # The seed rule reads scored runs only (a crash is invisible to it); the stratified design counts a crash
-    # as a failure and leaves out the base runs in an outage window (the breaker's).
-    kept = ~s.crashed if seed else np.ones_like(s.crashed)
-    # The breaker flags outage windows on either side of the apply; the seed rule knows nothing of them.
-    kept = kept if seed else kept & ~s.outage
+    # The seed rule reads scored runs only (a crash is invisible to it) and knows nothing of outages; the
+    # stratified design counts a crash as a failure and leaves out, either side of the apply, the runs in the
+    # outage windows it detects from the runs' provider errors, as the live monitor does (kernel.outage_rule.in_outage).
+    kept = ~s.crashed if seed else ~in_outage(s.provider_error)
     base = ~s.applied & kept
     applied = s.applied & kept
     last = looks[-1]

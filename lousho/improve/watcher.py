@@ -139,7 +139,8 @@ def _monitor(setup: LoopSetup, watched: WatchedEdit, *, guarded: bool) -> Tick:
     evidence = {"look": decision.look, "runs": decision.runs, "base_passes": decision.base_passes,
                 "applied_passes": decision.applied_passes, "applied_runs": decision.applied_runs, "z": decision.z,
                 "false_alarm": decision.false_alarm, "power": decision.power, "design": decision.design,
-                "assumptions": decision.assumptions, "outage_runs": decision.outage_runs}
+                "assumptions": decision.assumptions, "outage_runs": decision.outage_runs,
+                "outage_windows": [list(w) for w in decision.outage_windows]}
     if decision.action == "rollback":
         settle(setup, "rollback", decision.reason, evidence)
         return Tick("rollback", f"the monitor saw a regression: {decision.reason}")

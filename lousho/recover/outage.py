@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from lousho.kernel.outage_rule import THRESHOLD
 from lousho.recover.records import OutageState
 
-THRESHOLD = 3  # seed 000: "After 3 provider failures in a row, across any runs, the loop pauses"
+__all__ = ["THRESHOLD", "OutageWatch", "counts"]
 
 
 def counts(error: dict[str, Any] | None) -> bool:

@@ -81,7 +81,7 @@ def test_the_vectorised_rule_agrees_with_decide_stream_by_stream(design: str, na
     streams = 1_000
     s = tm.streams(BY_NAME[name], streams, concurrent=design == "concurrent", seed=16)
     if design == "stratified":  # no outage in this scenario: the breaker flags nothing
-        assert not s.outage.any()
+        assert not s.provider_error.any()
     config = MonitorConfig(design=design, design_p0=0.85)
     vector = tm.rollback_rows(s, design, LOOKS, BOUNDS, config.boundary.min_drop)
     scalar = np.array([decide(config, *_arms(s, r), timedelta(days=1)).action == "rollback"

@@ -56,5 +56,7 @@ def test_vercel_ai_sdk_runs_at_its_defaults(tmp_path, shared_daemon, weather_mod
         "AI_RetryError" if i in PROVIDER_FAILS else None for i in range(RUNS)], done.stdout
     assert [o.get("output") for o in outcomes] == [answer(i, tool_error_handled=True) for i in range(RUNS)]
 
-    check_runs(shared_daemon.url, AGENT, Expect(tool_error_handled=True, provider_error_types=("AI_RetryError",),
-                                                retried_model_calls=2))
+    runs = check_runs(shared_daemon.url, AGENT, Expect(tool_error_handled=True, provider_error_types=("AI_RetryError",),
+                                                       retried_model_calls=2))
+    # The SDK's default provider for openai(model): the Responses API, as its spans name it (chat would be openai.chat).
+    assert {run["provider"] for run in runs} == {"openai.responses"}

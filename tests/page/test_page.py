@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from agent_runs import emit_run
 from daemon_support import get, post
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
@@ -29,6 +30,7 @@ from lousho.improve.state import Paths
 from lousho.observe.client.export import instrument, record_score
 from lousho.observe.client.process import DaemonProcess, start_daemon
 from lousho.observe.client.store_client import connect
+from lousho.observe.trigger.detector import CusumConfig, Detector, Run
 from lousho.page.agent import edit_that_matters
 from lousho.page.agentdir import read_audit
 from lousho.page.recover import BadRecoverStore, parse_store_url
@@ -314,6 +316,45 @@ def test_an_agent_page_shows_pass_rates_the_monitor_path_and_a_verified_audit_lo
     assert "reference incomplete: 26 of at least 1000 runs (the detector does not fire before)" in trigger
     assert "none yet: the reference is incomplete" in trigger
     assert "not registered" in site.html("/agents") and "Register the agent" in site.html("/agents/other")
+
+
+@pytest.mark.system
+def test_an_agent_page_shows_the_cusum_statistic_and_threshold_once_the_reference_is_complete(tmp_path):
+    """The numbers the detector reaches on the agent's runs, as the page shows them; a 20-run reference (no
+    hours) keeps the test short. The daemon looks five times a second and starts no cycle (LOUSHO_IMPROVE=off)."""
+    directory = tmp_path / "coder"
+    directory.mkdir()
+    (directory / "instructions.md").write_text("Answer tersely.\n")
+    (directory / "check.py").write_text("def check(case, output):\n    return None\n")
+    daemon = start_daemon(tmp_path / "observe.duckdb", "--token", TOKEN, "--agent",
+                          f"coder={directory}:{directory / 'check.py'}", "--trigger-interval", "0.2",
+                          "--trigger-settle", "0", "--trigger-reference-runs", "20", "--trigger-reference-hours", "0",
+                          "--trigger-runs-per-day", "300", env={"LOUSHO_IMPROVE": "off"})
+    provider = instrument("coder", daemon.url, token=TOKEN)
+    outcomes = [i % 10 != 8 for i in range(30)]  # the watched run 28 fails: the statistic ends above 0
+    state_file = directory / ".lousho" / "trigger-state.json"
+    try:
+        for i, passed in enumerate(outcomes):
+            emit_run(provider, f"run-{i:02d}", outcome="pass" if passed else "fail")
+        assert provider.force_flush()
+        deadline = time.monotonic() + 30
+        while not (state_file.exists() and json.loads(state_file.read_text())["runs_watched"] == 10):
+            assert time.monotonic() < deadline, "the trigger did not watch the 10 runs after the reference"
+            time.sleep(0.05)
+        body = get(daemon.url, "/agents/coder", **AUTH).body.decode()
+    finally:
+        provider.shutdown()
+        assert daemon.stop() == 0, "\n".join(daemon.output[-30:])
+    expected = Detector("rev-1", CusumConfig(reference_runs=20, reference_hours=0.0, runs_per_day=300))
+    expected.feed([Run(f"run-{i:02d}", i, passed) for i, passed in enumerate(outcomes)])
+    reading = expected.reading()
+    assert reading.threshold is not None and reading.statistic > 0 and not reading.regressed
+    trigger = body[body.index('id="trigger-state"'):]
+    assert f"<dt>CUSUM statistic</dt><dd>{reading.statistic:.3f}</dd>" in trigger
+    assert f"<dt>threshold</dt><dd>{reading.threshold:.3f}</dd>" in trigger
+    assert f"CUSUM {reading.statistic:.2f} (threshold {reading.threshold:.2f}) after 10 runs watched" in trigger
+    assert "<dt>runs watched</dt><dd>10</dd>" in trigger and "at most 0.05 a week over 2100 runs" in trigger
+    assert "none yet" not in trigger and "reference incomplete" not in trigger
 
 
 @pytest.mark.system

@@ -75,6 +75,24 @@ class CusumConfig:
     runs_per_day: float | None = None
 
 
+def reference_complete(config: CusumConfig, runs: int, span_s: float) -> bool:
+    """Whether a revision's first ``runs`` runs, the first and the last ``span_s`` seconds apart, are its
+    whole reference: at least ``reference_runs`` of them spanning at least ``reference_hours``."""
+    return runs >= config.reference_runs and span_s >= config.reference_hours * 3600
+
+
+def calibrated(config: CusumConfig, runs: int, passes: int, span_s: float,
+               design: float = 1.0) -> tuple[cusum.Calibration, float]:
+    """The threshold of a complete reference (``runs`` runs, ``passes`` of them passes, over ``span_s``
+    seconds, sessions inflating its variance by ``design``) and its pass rate p0: a week is seven days of
+    ``runs_per_day``, or of the reference's own rate when that is unknown; the budget is the agent's share."""
+    p0 = cusum.reference_rate(passes, runs)
+    per_day = config.runs_per_day or runs * 86_400 / max(span_s, 1.0)
+    calibration = cusum.calibrate(p0, runs, round(7 * per_day), config.weekly_budget / config.agents, design,
+                                  config.drop)
+    return calibration, p0
+
+
 @dataclass(frozen=True)
 class Run:
     """One run of the revision, in the order runs ended. ``passed`` None: unscored or no verdict (a failure)."""
@@ -186,17 +204,14 @@ class Detector:
             counts[0] += 1
             counts[1] += passed
         span_s = (run.ended_us - self._ref_first_us) / 1e6
-        if self._ref_runs >= self.config.reference_runs and span_s >= self.config.reference_hours * 3600:
+        if reference_complete(self.config, self._ref_runs, span_s):
             self._complete(span_s)
 
     def _complete(self, span_s: float) -> None:
         c = self.config
-        p0 = cusum.reference_rate(self._ref_passes, self._ref_runs)
-        per_day = c.runs_per_day or self._ref_runs * 86_400 / max(span_s, 1.0)
         sessions = [tuple(v) for v in self._sessions.values()] + self._singletons
         design = cusum.design_effect(sessions, self._ref_runs, self._ref_passes)  # type: ignore[arg-type]
-        self._calibration = cusum.calibrate(p0, self._ref_runs, round(7 * per_day), c.weekly_budget / c.agents,
-                                            design, c.drop)
+        self._calibration, p0 = calibrated(c, self._ref_runs, self._ref_passes, span_s, design)
         self._step = cusum.steps(p0, c.drop)
         self._p0, self._p1 = p0, max(p0 - c.drop, p0 / 2)
         self._sessions, self._singletons = {}, []

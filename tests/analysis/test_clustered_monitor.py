@@ -1,6 +1,7 @@
 """The monitor on real traffic: false rollbacks, power and crashes on the scenario suite (20,000 streams each,
-vectorised), the vectorised rule checked against ``monitor.decide`` stream by stream, and the coverage of the
-cluster-robust interval ``pass_rates`` gives by revision. Each rate is asserted with 3 standard errors to spare."""
+vectorised), the vectorised rule checked against ``monitor.decide`` stream by stream, and the cluster statistics
+on small inputs (the interval's coverage: test_interval_coverage.py). Each rate is asserted with 3 standard
+errors to spare."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from lousho.analysis import interval_table
 from lousho.analysis import traffic_model as tm
-from lousho.analysis.clustered import clustered_interval, clustered_interval_rows, clustered_z, cr1_z, stratified_z
-from lousho.analysis.frames import CI_METHODS, pass_rates
+from lousho.analysis.clustered import clustered_interval, clustered_z, cr1_z, stratified_z
+from lousho.analysis.frames import pass_rates
 from lousho.analysis.monitor import Arm, MonitorConfig, decide
 from lousho.analysis.stats import wilson_interval
 
@@ -129,57 +129,6 @@ def test_cluster_statistics_on_small_inputs() -> None:
     assert clustered_z(base, sessions, applied, sessions) < z
     interval = clustered_interval([1] * 8 + [0] * 2, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4])
     assert interval.low < 0.8 < interval.high and interval.clusters == 5
-
-
-def _revisions_frame(y: np.ndarray, session: np.ndarray) -> pl.DataFrame:
-    """One revision per row of ``y``, as the runs frame ``pass_rates`` reads (sessions as conversation ids)."""
-    reps, n = y.shape
-    return pl.DataFrame({
-        "replicate": np.repeat(np.arange(reps, dtype=np.int32), n),
-        "conversation_id": session.ravel().astype(np.int32),
-        "case_id": pl.Series([None] * y.size, dtype=pl.String),
-        "passed": y.ravel() > 0.5,
-        "input_tokens": np.zeros(y.size, dtype=np.int64),
-        "output_tokens": np.zeros(y.size, dtype=np.int64),
-        "cost_usd": pl.Series([None] * y.size, dtype=pl.Float64),
-    })
-
-
-def _covered(frame: pl.DataFrame) -> float:
-    return float(((frame["ci_low"] <= interval_table.TRUTH) & (interval_table.TRUTH <= frame["ci_high"])).mean())
-
-
-@pytest.mark.parametrize(("n", "sticky"), [(60, 0.5), (60, 0.9), (120, 0.5)])
-def test_pass_rates_intervals_by_revision_cover_95_percent_in_sessions(n: int, sticky: float) -> None:
-    """The issue's must-show, through the function users see: 20,000 revisions of n runs in sessions."""
-    y, session = interval_table.revision_runs(n, REPS, sticky, seed=n)
-    frame = _revisions_frame(y, session)
-    rates = pass_rates(frame, by="replicate", k=1)
-    assert rates.height == REPS and rates["ci_method"][0] == CI_METHODS["clustered"]
-    coverage = _covered(rates)
-    assert abs(coverage - 0.95) <= 0.01 + 3 * _se(0.95), coverage
-    if n == 60:
-        # The Wilson interval, still there by name, is what the issue found: far too sure of itself in sessions.
-        wilson = pass_rates(frame, by="replicate", k=1, interval="wilson")
-        assert wilson["ci_method"][0] == CI_METHODS["wilson"]
-        assert _covered(wilson) < 0.85
-
-
-@pytest.mark.parametrize("n", [300, 1000])
-def test_the_clustered_interval_covers_95_percent_up_to_1000_runs(n: int) -> None:
-    # pass_rates' own arithmetic (the test below checks they agree) on 20,000 revisions, in chunks of memory.
-    result = interval_table.coverage(n, REPS, 0.5, seed=n)
-    assert abs(result.clustered - 0.95) <= 0.01 + 3 * _se(0.95), result
-    assert result.wilson < 0.8
-
-
-def test_pass_rates_computes_the_vectorised_interval_exactly() -> None:
-    y, session = interval_table.revision_runs(80, 300, 0.5, seed=5)
-    rates = pass_rates(_revisions_frame(y, session), by="replicate", k=1)
-    low, high, deff, clusters = clustered_interval_rows(y, session, np.ones(y.shape, dtype=bool))
-    assert np.allclose(rates["ci_low"].to_numpy(), low, rtol=0, atol=1e-12)
-    assert np.allclose(rates["ci_high"].to_numpy(), high, rtol=0, atol=1e-12)
-    assert np.allclose(rates["design_effect"].to_numpy(), deff) and (rates["clusters"].to_numpy() == clusters).all()
 
 
 def test_pass_rates_clusters_by_session_then_case_then_run() -> None:

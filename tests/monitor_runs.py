@@ -23,7 +23,12 @@ EDIT = AppliedEdit("rev-base", "rev-after", APPLIED_AT, "monitoring", None, "sta
 SECOND = 1_000_000_000
 COLUMNS = ("run_id VARCHAR, agent VARCHAR, harness_revision VARCHAR, case_id VARCHAR, conversation_id VARCHAR, "
            "status VARCHAR, passed BOOLEAN, started_ns BIGINT, probe BOOLEAN, traffic_arm VARCHAR, "
-           "error_type VARCHAR, error_message VARCHAR, input VARCHAR, output VARCHAR")
+           "error_type VARCHAR, error_message VARCHAR, input VARCHAR, output VARCHAR, "
+           "handled_errors BIGINT DEFAULT 0, last_trace_id VARCHAR")
+# The span columns the stratified watch reads to tell a provider's outage from the edit's failures (its crashed
+# runs have no spans here: none is a provider error, so none is left out).
+SPAN_COLUMNS = ("trace_id VARCHAR, run_id VARCHAR, name VARCHAR, operation VARCHAR, status_code VARCHAR, "
+                "error_type VARCHAR, status_message VARCHAR")
 
 
 @dataclass
@@ -52,6 +57,7 @@ def watch(seed: int, *, held_back: bool, applied_rate: float = 0.7) -> duckdb.Du
     rng = random.Random(seed)
     con = duckdb.connect()
     con.execute(f"CREATE TABLE runs ({COLUMNS})")
+    con.execute(f"CREATE TABLE spans ({SPAN_COLUMNS})")
     rows: list[tuple[Any, ...]] = []
 
     def session(revision: str, start: int, rate: float, crash: float, tag: str) -> int:
@@ -77,5 +83,7 @@ def watch(seed: int, *, held_back: bool, applied_rate: float = 0.7) -> duckdb.Du
                          "in", "out"))
             rows.append((f"unscored-{i}", AGENT, "rev-after", "add", None, "ok", None, t + 2, False, None, None,
                          None, "in", "out"))
-    con.executemany(f"INSERT INTO runs VALUES ({', '.join('?' * 14)})", rows)
+    con.executemany(f"INSERT INTO runs (run_id, agent, harness_revision, case_id, conversation_id, status, passed, "
+                    f"started_ns, probe, traffic_arm, error_type, error_message, input, output) "
+                    f"VALUES ({', '.join('?' * 14)})", rows)
     return con

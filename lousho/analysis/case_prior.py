@@ -24,7 +24,9 @@ from scipy.special import betaln, expit, roots_jacobi
 CONCENTRATION = (0.2, 1000.0)
 # 16 nodes integrate a polynomial of degree 31 exactly: every rule here is of degree at most 12 in a rate.
 NODES = 16
-# With no runs at all, a case gets Jeffreys' prior, the plug-in's (x + 1/2)/(n + 1) at n = 0.
+# Below 3 cases a prior's spread cannot be fitted (one case's fit is a point mass at its own rate), so each
+# case gets Jeffreys' Beta(1/2, 1/2), whose posterior mean is the plug-in's (x + 1/2)/(n + 1).
+MIN_CASES = 3
 JEFFREYS = (0.5, 0.5)
 
 
@@ -36,6 +38,7 @@ class CasePosteriors:
     b: NDArray[np.float64]
     prior_a: float
     prior_b: float
+    fitted: bool = True  # False: Jeffreys' prior, too few cases to fit one
 
     @property
     def means(self) -> list[float]:
@@ -50,7 +53,7 @@ class CasePosteriors:
         return np.asarray(values)[inverse.reshape(-1)]
 
     def first(self) -> CasePosteriors:
-        return CasePosteriors(self.a[:1], self.b[:1], self.prior_a, self.prior_b)
+        return CasePosteriors(self.a[:1], self.b[:1], self.prior_a, self.prior_b, self.fitted)
 
     def draws(self, replicates: int, seed: int) -> NDArray[np.float64]:
         """Per-case rates drawn from the posteriors, one row per replicate (replicates x cases)."""
@@ -59,9 +62,11 @@ class CasePosteriors:
 
     def describe(self) -> str:
         shown = ", ".join(f"{p:.2f}" for p in self.means[:12]) + (", ..." if self.a.size > 12 else "")
-        return (f"cases exchangeable, their base rates from Beta({self.prior_a:.2f}, {self.prior_b:.2f}) fitted "
-                f"by maximum marginal likelihood to the base's gate runs; each case's rate averaged over its "
-                f"posterior (per-case base rates [{shown}] as posterior means)")
+        prior = (f"cases exchangeable, their base rates from Beta({self.prior_a:.2f}, {self.prior_b:.2f}) fitted by "
+                 "maximum marginal likelihood to the base's gate runs" if self.fitted else
+                 f"each case's base rate from Jeffreys' Beta(1/2, 1/2) (fewer than {MIN_CASES} cases to fit a prior)")
+        return (f"{prior}; each case's rate averaged over its posterior given its runs (per-case base rates "
+                f"[{shown}] as posterior means)")
 
 
 def posteriors(passes: Sequence[int], runs: Sequence[int]) -> CasePosteriors:
@@ -69,28 +74,36 @@ def posteriors(passes: Sequence[int], runs: Sequence[int]) -> CasePosteriors:
     x, n = np.asarray(passes, dtype=float), np.asarray(runs, dtype=float)
     if x.size == 0:
         x, n = np.zeros(1), np.zeros(1)
-    a, b = fit_prior(x, n) if n.sum() > 0 else JEFFREYS
-    return CasePosteriors(a + x, b + n - x, a, b)
+    fitted = x.size >= MIN_CASES and n.sum() > 0
+    a, b = fit_prior(x, n) if fitted else JEFFREYS
+    return CasePosteriors(a + x, b + n - x, a, b, fitted)
 
 
 def fit_prior(x: NDArray[np.float64], n: NDArray[np.float64]) -> tuple[float, float]:
-    """Beta(a, b) maximising the beta-binomial likelihood of the cases, over mean and log concentration."""
-    low, high = np.log(CONCENTRATION[0]), np.log(CONCENTRATION[1])
+    """Beta(a, b) maximising the beta-binomial likelihood of the cases, over mean and log concentration.
 
-    def loss(theta: NDArray[np.float64]) -> float:
+    A grid first (the likelihood can have a ridge and a boundary optimum, where one local start gets stuck),
+    then one bounded local search from the grid's best point. Cases with equal (passes, runs) are counted once.
+    """
+    pairs, weight = np.unique(np.stack([x, n], axis=1), axis=0, return_counts=True)
+    px, pn = pairs[:, 0], pairs[:, 1]
+    bounds = [(-8.0, 8.0), (float(np.log(CONCENTRATION[0])), float(np.log(CONCENTRATION[1])))]
+
+    def loss(theta: NDArray[np.float64]) -> NDArray[np.float64]:
         a, b = _ab(theta)
-        return -float(np.sum(betaln(a + x, b + n - x) - betaln(a, b)))
+        return -np.sum(weight * (betaln(a[..., None] + px, b[..., None] + pn - px) - betaln(a, b)[..., None]),
+                       axis=-1)
 
-    share = (x.sum() + 0.5) / (n.sum() + 1.0)
-    start = np.log(share / (1.0 - share))
-    # The likelihood can have a ridge and a boundary optimum; three starts and the best is kept.
-    fits = [minimize(loss, np.array([start, np.log(s)]), method="L-BFGS-B", bounds=[(-8.0, 8.0), (low, high)])
-            for s in (0.5, 3.0, 30.0)]
-    return _ab(min(fits, key=lambda f: f.fun).x)
+    grid = np.stack(np.meshgrid(np.linspace(*bounds[0], 65), np.linspace(*bounds[1], 33)), axis=-1).reshape(-1, 2)
+    start = grid[np.argmin(loss(grid.T))]
+    best = minimize(lambda t: float(loss(t)), start, method="L-BFGS-B", bounds=bounds)
+    a, b = _ab(best.x if best.fun <= float(loss(start)) else start)
+    return float(a), float(b)
 
 
-def _ab(theta: NDArray[np.float64]) -> tuple[float, float]:
-    mean, concentration = float(expit(theta[0])), float(np.exp(theta[1]))
+def _ab(theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(a, b) from (logit of the mean, log of the concentration a + b), elementwise."""
+    mean, concentration = expit(theta[0]), np.exp(theta[1])
     return mean * concentration, (1.0 - mean) * concentration
 
 

@@ -74,7 +74,7 @@ def posteriors(passes: Sequence[int], runs: Sequence[int]) -> CasePosteriors:
     x, n = np.asarray(passes, dtype=float), np.asarray(runs, dtype=float)
     if x.size == 0:
         x, n = np.zeros(1), np.zeros(1)
-    fitted = x.size >= MIN_CASES and n.sum() > 0
+    fitted = bool(x.size >= MIN_CASES and n.sum() > 0)
     a, b = fit_prior(x, n) if fitted else JEFFREYS
     return CasePosteriors(a + x, b + n - x, a, b, fitted)
 

@@ -44,13 +44,16 @@ class CasePosteriors:
     def means(self) -> list[float]:
         return (self.a / (self.a + self.b)).tolist()
 
-    def expect(self, rate: Callable[[float], float]) -> NDArray[np.float64]:
-        """Per case, E[rate(p)] over its posterior, by Gauss-Jacobi quadrature (exact for a polynomial rate)."""
+    def expect(self, rate: Callable[[NDArray[np.float64]], NDArray[np.float64]]) -> NDArray[np.float64]:
+        """Per case, E[rate(p)] over its posterior, by Gauss-Jacobi quadrature (exact for a polynomial rate).
+
+        ``rate`` maps an array of rates to an array of values, elementwise, and is called once.
+        """
         # Cases with the same passes of the same runs share a posterior: with 3 runs there are at most 4.
         pairs, inverse = np.unique(np.stack([self.a, self.b], axis=1), axis=0, return_inverse=True)
-        values = [weights @ np.array([rate(float(p)) for p in nodes])
-                  for nodes, weights in (_nodes(a, b) for a, b in pairs)]
-        return np.asarray(values)[inverse.reshape(-1)]
+        nodes, weights = (np.array(side) for side in zip(*(_nodes(a, b) for a, b in pairs), strict=True))
+        values = np.asarray(rate(nodes.ravel()), dtype=float).reshape(nodes.shape)
+        return (values * weights).sum(axis=1)[inverse.reshape(-1)]
 
     def first(self) -> CasePosteriors:
         return CasePosteriors(self.a[:1], self.b[:1], self.prior_a, self.prior_b, self.fitted)

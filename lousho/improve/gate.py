@@ -220,14 +220,10 @@ def training_rates(base: Mapping[str, list[RunRecord]], rules: GateRules, candid
     """
     post = case_posteriors(base)
     m = post.a.size
-    not_worse = post.expect(lambda p: 1.0 - oc.worse_rate(p, p, rules))
-    neither = post.expect(lambda p: 1.0 - oc.worse_rate(p, p, rules) - oc.helped_rate(p, p, rules))
+    not_worse, neither = _training_laws(post, lambda p: p, rules)
     one = _some_helped_none_worse(not_worse, neither)
-    lifted_rates = post.first()
-    not_worse[0] = lifted_rates.expect(lambda p: 1.0 - oc.worse_rate(p, min(p + 0.4, 1.0), rules))[0]
-    neither[0] = lifted_rates.expect(lambda p: 1.0 - oc.worse_rate(p, min(p + 0.4, 1.0), rules)
-                                     - oc.helped_rate(p, min(p + 0.4, 1.0), rules))[0]
-    lifted = _some_helped_none_worse(not_worse, neither)
+    lifted_not_worse, lifted_neither = _training_laws(post.first(), lambda p: np.minimum(p + 0.4, 1.0), rules)
+    lifted = _some_helped_none_worse(np.r_[lifted_not_worse, not_worse[1:]], np.r_[lifted_neither, neither[1:]])
     model = rate_model(post, candidates, QUADRATURE)
     method = "exact over per-case binomials, each case's rate integrated over its posterior"
     out = [ErrorRate("training", "P(pass) for an edit with no real effect, one candidate", one,
@@ -245,9 +241,10 @@ def held_out_rates(base: Mapping[str, list[RunRecord]], rules: GateRules) -> lis
     if not base:
         return []
     post = case_posteriors(base)
-    rejects = post.expect(lambda p: oc.held_out_reject_rate(p, p, rules))
+    rejects = post.expect(np.vectorize(lambda p: oc.held_out_reject_rate(p, p, rules)))
     false = 1.0 - float(np.prod(1.0 - rejects))
-    miss = 1.0 - float(post.first().expect(lambda p: oc.held_out_reject_rate(p, max(p - 0.2, 0.0), rules))[0])
+    miss = 1.0 - float(post.first().expect(np.vectorize(
+        lambda p: oc.held_out_reject_rate(p, max(p - 0.2, 0.0), rules)))[0])
     model = rate_model(post, 1, QUADRATURE)
     method = "exact binomial, each case's rate integrated over its posterior"
     return [ErrorRate("held-out", "P(reject) for an edit that changes nothing", false,
@@ -267,6 +264,20 @@ def rate_model(post: CasePosteriors, candidates: int, integration: str) -> str:
 
 def case_posteriors(runs: Mapping[str, list[RunRecord]]) -> CasePosteriors:
     return posteriors([_passes(v) for v in runs.values()], [len(v) for v in runs.values()])
+
+
+def _training_laws(post: CasePosteriors, candidate: Callable[[np.ndarray], np.ndarray],
+                   rules: GateRules) -> tuple[np.ndarray, np.ndarray]:
+    """Per case, E[P(not worse)] and E[P(neither worse nor helped)] over its posterior, the candidate's rate
+    a function of the base's (the identity for no effect)."""
+    def not_worse(p: np.ndarray) -> np.ndarray:
+        return 1.0 - oc.training_case_laws(p, candidate(p), rules)[0]
+
+    def neither(p: np.ndarray) -> np.ndarray:
+        worse, helped = oc.training_case_laws(p, candidate(p), rules)
+        return 1.0 - worse - helped
+
+    return post.expect(not_worse), post.expect(neither)
 
 
 def _some_helped_none_worse(not_worse: np.ndarray, neither: np.ndarray) -> float:

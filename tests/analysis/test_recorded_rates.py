@@ -155,3 +155,14 @@ def test_the_plug_in_fails_the_10_percent_check_on_every_mix_for_the_seeds_rule(
     for name in MIXES:
         seed, _ = records(name)
         assert not Records(seed.true, seed.old, seed.old).within(0.10), (name, seed)
+
+
+def test_the_same_runs_give_the_same_record_and_the_record_says_how_it_was_estimated() -> None:
+    base = _base((3, 3, 0, 1, 2, 3, 3, 2))
+    for rates in (lambda: gate.training_rates(base, DEFAULT_RULES), lambda: gate.held_out_rates(base, DEFAULT_RULES),
+                  lambda: paired_gate.training_rates(base, DEFAULT_PAIRED, 2),
+                  lambda: paired_gate.held_out_rates(base, DEFAULT_PAIRED)):
+        first, again = rates(), rates()
+        assert first == again
+        assert "fitted by maximum marginal likelihood" in first[0].model and "posterior" in first[0].model
+    assert "seed 1" in paired_gate.training_rates(base, DEFAULT_PAIRED, 2)[0].model

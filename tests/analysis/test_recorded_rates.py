@@ -6,9 +6,10 @@ by each outcome's probability, is set against the true rate at the mix's per-cas
 exactly, the paired test by 200,000 replicates of its conditional Monte Carlo). The record depends on the
 runs only through the multiset of per-case passes, so the outcomes are the multisets, most likely first, until
 they cover 99.9% of the probability: the mean is exact up to that last 0.1% (at most 0.001 times the largest
-record, under 0.4% of any true rate here) and, for the paired gate, the Monte Carlo error of each record (its
-s.e., stated by the record, at most about 2% of the rate with the 5,000 replicates used here to stay fast;
-every record uses the same seeds, so those errors do not average out and are allowed in full, 3 s.e.).
+record, 0.083 for the seeds' rule here and about 0.05 for the paired test: under 0.4% of any true rate) and,
+for the paired gate, the Monte Carlo error of each record (its s.e., stated by the record, about 3% of the
+rate with the 10,000 replicates used here to stay fast; every record uses the same seeds, so those errors
+do not average out and are allowed in full, 3 s.e.).
 
 The old record, the rate at the plug-in estimates (x + 1/2)/(n + 1), is computed on the same outcomes.
 What 3 runs a case can and cannot support: each rule's rate is of degree 6 or more in a case's rate, so no
@@ -35,7 +36,7 @@ from lousho.improve.records import RunRecord
 
 RUNS = 3  # the gate's base runs per case (GATE_REPEATS)
 COVER = 0.999  # the share of the base runs' outcomes the mean is taken over
-REPLICATES = 5_000  # the paired records' conditional Monte Carlo, here (a decision uses 20,000)
+REPLICATES = 10_000  # the paired records' conditional Monte Carlo here (a decision uses 20,000)
 MIXES = {
     "easy/hard 70/30": np.array([0.97] * 7 + [0.55] * 3),
     "beta(0.3, 0.7), 12 cases": np.random.default_rng(3).beta(0.3, 0.7, 12),
@@ -145,10 +146,10 @@ def test_the_paired_recorded_rate_is_within_10_percent_on_two_mixes(name: str) -
     assert paired.within(0.10), paired
 
 
-def test_the_paired_recorded_rate_is_12_to_14_percent_low_on_the_easy_hard_mix_the_plug_in_as_high() -> None:
+def test_the_paired_recorded_rate_is_10_to_14_percent_low_on_the_easy_hard_mix_the_plug_in_as_high() -> None:
     _, paired = records("easy/hard 70/30")
     assert -0.20 <= paired.bias() <= -0.08, paired
-    assert 0.06 <= paired.old_bias() <= 0.20, paired.old_bias()  # the plug-in errs high by about as much
+    assert 0.06 <= paired.old_bias() <= 0.25, paired.old_bias()  # the plug-in errs high by about as much
 
 
 def test_the_plug_in_fails_the_10_percent_check_on_every_mix_for_the_seeds_rule() -> None:

@@ -1,9 +1,9 @@
 """Per-case pass rates from a few runs each, by empirical Bayes: what the gate's recorded error rates assume.
 
-A gate decision sees 3 base runs per case. Plugging in each case's own estimate, (x + 1/2)/(n + 1), makes a
-case seen 3 of 3 look nearly deterministic at 0.875 and a case seen 2 of 3 look like 0.625, and the error
-rates are far from linear in those rates, so the plug-in figure is biased (the seeds' false-accept rate 2.5-2.8
-times too low on mixed cases, the paired one 10-17% high). Instead the cases are taken as exchangeable draws
+A gate decision sees 3 base runs per case. Plugging in each case's own estimate, (x + 1/2)/(n + 1), puts
+every case seen 3 of 3 at 0.875, so a case that never fails gets a real chance to come out "worse", and the
+error rates are far from linear in the rates: the plug-in figure is biased (the seeds' false-accept rate
+2.5-2.8 times too low on mixed cases, the paired one 9-25% high). Instead the cases are taken as exchangeable draws
 from one Beta(a, b), fitted by maximum marginal likelihood of the beta-binomial over all the base's cases,
 and each case's rate is integrated over its posterior Beta(a + x, b + n - x): ``expect`` exactly, by
 Gauss-Jacobi quadrature, for a rule whose rate is a product over cases; ``draws`` by Monte Carlo otherwise.

@@ -127,7 +127,7 @@ def training_rates(base: Mapping[str, list[RunRecord]], rules: paired.PairedRule
 
     Each replicate of the conditional Monte Carlo gets its own per-case rates drawn from the cases'
     empirical-Bayes posteriors (``case_prior``), so the figure is the posterior-predictive rate, not the
-    rate at plugged-in estimates (which runs 10-17% high on mixed cases, the test's size being convex there).
+    rate at plugged-in estimates (which ran 9-25% high on the mixes of ``tests/analysis/test_recorded_rates``).
     """
     post = case_posteriors(base)
     model = rate_model(post, candidates, DRAWS)
@@ -147,6 +147,8 @@ def training_rates(base: Mapping[str, list[RunRecord]], rules: paired.PairedRule
 
 
 def held_out_rates(base: Mapping[str, list[RunRecord]], rules: paired.PairedRules) -> list[ErrorRate]:
+    if not base:
+        return []
     post = case_posteriors(base)
     false = held_out_false_reject_rows(post.draws(RATE_REPLICATES, DRAW_SEED), rules)
     return [ErrorRate("held-out", "P(reject) for an edit that changes nothing", false.rate,

@@ -240,11 +240,19 @@ def false_accept_rate(
     Conditional Monte Carlo: only each case's totals are sampled; given them the acceptance is exact.
     """
     p = _rates(p_base)
+    return false_accept_rows(np.broadcast_to(p, (replicates, p.size)), rules, candidates=candidates, seed=seed)
+
+
+def false_accept_rows(p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_PAIRED, *, candidates: int = 1,
+                      seed: int = 0) -> EstimatedRate:
+    """``false_accept_rate`` with its own per-case rates on each replicate (replicates x cases), e.g. rates
+    drawn from each case's posterior: the mean is then the posterior-predictive P(accept | no effect)."""
+    p = _rate_rows(p_rows)
     rng = np.random.default_rng(seed)
     r1, r2 = rules.runs[0], rules.runs[1] - rules.runs[0]
     a1, a2 = rules.levels(candidates)
-    shape = (replicates, p.size)
-    t1 = rng.binomial(2 * r1, p, shape)
+    replicates = p.shape[0]
+    t1 = rng.binomial(2 * r1, p)
     pmfs, inverse, shift1 = _laws(t1, r1)
     tails = _tails(pmfs)
     # Stage 1, exact given the totals: the attained size, the largest tail at or below the level.
@@ -259,7 +267,7 @@ def false_accept_rate(
     size2 = np.zeros(replicates)
     rows = np.flatnonzero(go_on)
     if rows.size:
-        t2 = rng.binomial(2 * r2, p, (rows.size, p.size))
+        t2 = rng.binomial(2 * r2, p[rows])
         cum_pmfs, cum_inv, cum_shift = _laws(t1[rows] + t2, rules.runs[1])
         # The smallest cumulative S whose tail is at most the level, back in S's own coordinates.
         critical = (_tails(cum_pmfs) > a2 * SLACK).sum(axis=1)[cum_inv] + cum_shift
@@ -278,10 +286,18 @@ def held_out_false_reject(p_base: ArrayLike, rules: PairedRules = DEFAULT_PAIRED
     p = _rates(p_base)
     if not p.size:
         return EstimatedRate(0.0, 0.0, 0)
+    return held_out_false_reject_rows(np.broadcast_to(p, (replicates, p.size)), rules, seed=seed)
+
+
+def held_out_false_reject_rows(p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_PAIRED, *,
+                               seed: int = 0) -> EstimatedRate:
+    """``held_out_false_reject`` with its own per-case rates on each replicate (replicates x cases)."""
+    p = _rate_rows(p_rows)
+    if not p.shape[1]:
+        return EstimatedRate(0.0, 0.0, 0)
     rng = np.random.default_rng(seed)
-    r = rules.runs[0]
-    shape = (replicates, p.size)
-    base, cand = rng.binomial(r, p, shape), rng.binomial(r, p, shape)
+    r, replicates = rules.runs[0], p.shape[0]
+    base, cand = rng.binomial(r, p), rng.binomial(r, p)
     rejects = held_out_p_arrays(base, cand, r) <= rules.held_out_alpha * SLACK
     rate = float(rejects.mean())
     return EstimatedRate(rate, float(np.sqrt(rate * (1 - rate) / replicates)), replicates)
@@ -296,4 +312,11 @@ def _rates(values: ArrayLike) -> NDArray[np.float64]:
     p = np.atleast_1d(np.asarray(values, dtype=float))
     if p.ndim != 1 or np.any(~np.isfinite(p)) or np.any((p < 0) | (p > 1)):
         raise BadInputError("rates", p.tolist(), "one pass rate per case, each between 0 and 1")
+    return p
+
+
+def _rate_rows(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    p = np.asarray(values, dtype=float)
+    if p.ndim != 2 or np.any(~np.isfinite(p)) or np.any((p < 0) | (p > 1)):
+        raise BadInputError("rates", p.shape, "one row of per-case pass rates per replicate, each between 0 and 1")
     return p

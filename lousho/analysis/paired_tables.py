@@ -1,7 +1,7 @@
 """The paired gate's section of docs/statistics.md: its error rates, power and runs beside the seeds' gate.
 
 Every figure is simulated by ``paired_operating.simulate_rows`` (both gates, the same streams), with a fixed
-seed, so the page is reproducible; the recorded-rate column is ``false_accept_rate``, what a decision stores.
+seed, so the page is reproducible; the recorded-rate column is ``false_accept_rate`` at the true per-case rates.
 """
 
 from __future__ import annotations
@@ -62,11 +62,12 @@ them or on any one at 0.10 divided by their number. `lousho improve
 
 P(some candidate accepted | no effect), {REPLICATES:,} replicates each (s.e. about 0.001), the
 candidates tried in turn against one set of base runs, held-out cases (a third as many, at 0.8) included.
-"Recorded" is what a decision stores: for the paired gate its conditional Monte Carlo rate at the
-per-case rates, for the training test alone (the held-out test only lowers it); for the seeds' gate
-the old record, the exact rate at one pooled pass rate, far from the truth on mixed cases (decisions
-now record the exact rate at the per-case rates). Runs: mean agent runs per step with no effect,
-both sides.
+"Recorded" is the formula a decision records, at the true per-case rates: for the paired gate its
+conditional Monte Carlo rate, for the training test alone (the held-out test only lowers it); for the
+seeds' gate the oldest record, the exact rate at one pooled pass rate, far from the truth on mixed
+cases. A decision does not know the true rates: it integrates the exact rate over each case's
+empirical-Bayes posterior from its 3 base runs a case (docs/improve.md gives that record's bias).
+Runs: mean agent runs per step with no effect, both sides.
 
 {no_effect}
 

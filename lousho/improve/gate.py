@@ -26,9 +26,9 @@ import numpy as np
 
 from lousho.analysis import gate_operating as oc
 from lousho.analysis import gates
+from lousho.analysis.case_prior import NODES, CasePosteriors, posteriors
 from lousho.analysis.gates import DEFAULT_RULES, CaseTokens, CostCheck, GateRules
 from lousho.analysis.paired import DEFAULT_PAIRED, PairedRules
-from lousho.analysis.paired_operating import case_rates
 from lousho.improve.harness import Harness
 from lousho.improve.pricing import runs_usd
 from lousho.improve.records import Case, RunRecord
@@ -67,7 +67,7 @@ class ErrorRate:
     value: float
     at: str
     method: str = "exact binomial"
-    # What the figure assumes: runs independent, per-case base rates as estimated, candidates tried.
+    # What the figure assumes: runs independent, how the per-case base rates were estimated, candidates tried.
     model: str = ""
     candidates: int = 1
 
@@ -211,48 +211,78 @@ class Gate:
 
 
 def training_rates(base: Mapping[str, list[RunRecord]], rules: GateRules, candidates: int = 1) -> list[ErrorRate]:
-    """P(the seeds' training rule passes an edit with no real effect), exact at the per-case base rates.
+    """P(the seeds' training rule passes an edit with no real effect), exact given per-case base rates.
 
     Per case, not one pooled rate: with easy and hard cases mixed a pooled rate understates it 2-27 times.
+    Each case's rate is integrated over its empirical-Bayes posterior (``case_prior``), not plugged in:
+    the rule's rate is a product over cases, so the posterior mean is exact by quadrature per case.
     With several candidates tried against the same base runs the step's rate is at most c times one's.
     """
-    rates = _case_rates(base)
-    m = len(rates)
-    one = oc.training_gate_rate([(p, p) for p in rates], rules)
-    lifted = oc.training_gate_rate([(rates[0], min(rates[0] + 0.4, 1.0))] + [(p, p) for p in rates[1:]], rules)
-    model = rate_model(rates, candidates)
+    post = case_posteriors(base)
+    m = post.a.size
+    not_worse, neither = _training_laws(post, lambda p: p, rules)
+    one = _some_helped_none_worse(not_worse, neither)
+    lifted_not_worse, lifted_neither = _training_laws(post.first(), lambda p: np.minimum(p + 0.4, 1.0), rules)
+    lifted = _some_helped_none_worse(np.r_[lifted_not_worse, not_worse[1:]], np.r_[lifted_neither, neither[1:]])
+    model = rate_model(post, candidates, QUADRATURE)
+    method = "exact over per-case binomials, each case's rate integrated over its posterior"
     out = [ErrorRate("training", "P(pass) for an edit with no real effect, one candidate", one,
-                     f"{m} training cases", "exact DP over per-case binomials", model, 1),
+                     f"{m} training cases", method, model, 1),
            ErrorRate("training", "P(pass) for an edit that lifts the first case by 0.4 (power)", lifted,
-                     f"{m} training cases", "exact DP over per-case binomials", model, 1)]
+                     f"{m} training cases", method, model, 1)]
     if candidates > 1:
         out.append(ErrorRate("training", f"P(some of {candidates} candidates passes) with no real effect",
                              min(1.0, candidates * one), f"{m} training cases",
-                             "upper bound: candidates times one candidate's exact rate", model, candidates))
+                             "upper bound: candidates times one candidate's rate", model, candidates))
     return out
 
 
 def held_out_rates(base: Mapping[str, list[RunRecord]], rules: GateRules) -> list[ErrorRate]:
     if not base:
         return []
-    rates = _case_rates(base)
-    false = 1.0 - float(np.prod([1.0 - oc.held_out_reject_rate(p, p, rules) for p in rates]))
-    miss = 1.0 - oc.held_out_reject_rate(rates[0], max(rates[0] - 0.2, 0.0), rules)
-    model = rate_model(rates, 1)
+    post = case_posteriors(base)
+    rejects = post.expect(np.vectorize(lambda p: oc.held_out_reject_rate(p, p, rules)))
+    false = 1.0 - float(np.prod(1.0 - rejects))
+    miss = 1.0 - float(post.first().expect(np.vectorize(
+        lambda p: oc.held_out_reject_rate(p, max(p - 0.2, 0.0), rules)))[0])
+    model = rate_model(post, 1, QUADRATURE)
+    method = "exact binomial, each case's rate integrated over its posterior"
     return [ErrorRate("held-out", "P(reject) for an edit that changes nothing", false,
-                      f"{len(rates)} held-out cases", "exact binomial", model),
+                      f"{post.a.size} held-out cases", method, model),
             ErrorRate("held-out", "P(miss) a real drop of 0.2 on the first held-out case", miss,
-                      f"{len(rates)} held-out cases", "exact binomial", model)]
+                      f"{post.a.size} held-out cases", method, model)]
 
 
-def rate_model(rates: Sequence[float], candidates: int) -> str:
-    shown = ", ".join(f"{p:.2f}" for p in rates[:12]) + (", ..." if len(rates) > 12 else "")
-    return (f"independent runs; per-case base rates [{shown}] estimated (passes + 1/2)/(runs + 1) from the "
-            f"base's gate runs; {candidates} candidate{'s' if candidates != 1 else ''} tried in this step")
+QUADRATURE = f"Gauss-Jacobi quadrature, {NODES} nodes per case (exact)"
 
 
-def _case_rates(runs: Mapping[str, list[RunRecord]]) -> list[float]:
-    return case_rates([_passes(v) for v in runs.values()], [max(len(v), 1) for v in runs.values()]) or [0.5]
+def rate_model(post: CasePosteriors, candidates: int, integration: str) -> str:
+    """What a recorded rate assumes and how the per-case base rates behind it were estimated."""
+    return (f"independent runs; {post.describe()}; integrated by {integration}; "
+            f"{candidates} candidate{'s' if candidates != 1 else ''} tried in this step")
+
+
+def case_posteriors(runs: Mapping[str, list[RunRecord]]) -> CasePosteriors:
+    return posteriors([_passes(v) for v in runs.values()], [len(v) for v in runs.values()])
+
+
+def _training_laws(post: CasePosteriors, candidate: Callable[[np.ndarray], np.ndarray],
+                   rules: GateRules) -> tuple[np.ndarray, np.ndarray]:
+    """Per case, E[P(not worse)] and E[P(neither worse nor helped)] over its posterior, the candidate's rate
+    a function of the base's (the identity for no effect)."""
+    def not_worse(p: np.ndarray) -> np.ndarray:
+        return 1.0 - oc.training_case_laws(p, candidate(p), rules)[0]
+
+    def neither(p: np.ndarray) -> np.ndarray:
+        worse, helped = oc.training_case_laws(p, candidate(p), rules)
+        return 1.0 - worse - helped
+
+    return post.expect(not_worse), post.expect(neither)
+
+
+def _some_helped_none_worse(not_worse: np.ndarray, neither: np.ndarray) -> float:
+    # "Helped" and "worse" are disjoint per case and cases independent (``oc.training_gate_rate``).
+    return float(np.prod(not_worse) - np.prod(neither))
 
 
 def check_cost(base: Mapping[str, list[RunRecord]], candidate: Mapping[str, list[RunRecord]],

@@ -254,3 +254,11 @@ def test_cost_simulation_with_constant_tokens_agrees_with_the_exact_count_ratio(
     sim = oc.cost_fail_rate(p, p, 0.0, replicates=100_000, seed=5)
     assert abs(sim.rate - fail / defined) <= 4 * sim.se + 1e-9
     assert sim.undefined == pytest.approx(1 - defined, abs=4 * math.sqrt(defined / 100_000) + 1e-9)
+
+
+def test_the_vectorised_training_laws_are_the_scalar_rates() -> None:
+    rng = np.random.default_rng(7)
+    pb, pc = np.r_[0.0, 1.0, rng.random(40)], np.r_[1.0, 0.0, rng.random(40)]
+    worse, helped = oc.training_case_laws(pb, pc)
+    assert np.allclose(worse, [oc.worse_rate(b, c) for b, c in zip(pb, pc, strict=True)], atol=1e-14)
+    assert np.allclose(helped, [oc.helped_rate(b, c) for b, c in zip(pb, pc, strict=True)], atol=1e-14)

@@ -33,7 +33,8 @@ from test_native_json import awkward_bodies, protobuf_bodies_as_json
 from lousho.observe.decode import otlp_decode, otlp_json_native, otlp_native
 from lousho.observe.decode.otlp_decode import BadPayload, Checked
 
-_settings = settings(max_examples=150, deadline=None, derandomize=True, database=None)
+# 80 examples a property: every outcome kind still shows (the seen-set assertion below), in half the time of 150.
+_settings = settings(max_examples=80, deadline=None, derandomize=True, database=None)
 
 
 def _outcome(run, body: bytes) -> Checked | str:

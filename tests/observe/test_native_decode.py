@@ -29,7 +29,7 @@ from lousho.observe.decode import otlp_decode, otlp_native
 from lousho.observe.store.span_store import arrow_batch
 
 FIXTURES = Path(__file__).parent / "fixtures"
-_settings = settings(max_examples=400, deadline=None, derandomize=True)
+_settings = settings(max_examples=250, deadline=None, derandomize=True)
 
 
 def rows(decoded: otlp_decode.Decoded) -> tuple[dict, dict]:

@@ -27,6 +27,24 @@ def _hypothesis_draws_no_constants_of_loaded_modules() -> None:
 
 _hypothesis_draws_no_constants_of_loaded_modules()
 
+# The longest test files, longest first (per-file totals of `pytest --durations=0`, 2 Dec 2026). `make test`
+# hands whole files to two workers (--dist loadfile) in collection order: a 90 s file handed out last runs alone
+# while the other worker idles; handed out first, the short files fill in around it and the workers end together.
+LONGEST_FIRST = (
+    "bench/test_heal.py", "test_docs_run.py", "plot/test_plot.py", "analysis/test_interval_coverage.py",
+    "analysis/test_clustered_monitor.py", "page/test_page_browser.py", "observe/test_trigger_cusum.py",
+    "observe/test_disk_full.py", "analysis/test_outage_windows.py", "examples/test_openai_agent.py",
+    "test_demo.py", "observe/test_fuzz.py", "observe/test_decode_check.py", "recover/test_chaos_postgres.py",
+    "observe/test_genai_revisions.py", "observe/test_native_decode.py", "analysis/test_tables.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    here = Path(__file__).parent
+    # A stable sort: the other files keep their order.
+    items.sort(key=lambda item: rank.get(item.path.relative_to(here).as_posix(), len(rank)))
+
 # No autouse random.seed here: the OTel SDK draws trace and span ids from the global `random`, so
 # reseeding it per test makes each test send the previous test's ids, which the daemon rightly
 # stores once. Tests that need reproducible randomness use their own random.Random(seed).

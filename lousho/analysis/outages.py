@@ -40,11 +40,13 @@ PROVIDER_TYPES = frozenset({"rate-limit", "timeout"})
 # A 5xx of the reference agent's client (lousho.models.errors.classify): "HTTP 503 from the model provider".
 _SERVER_ERROR = re.compile(r"^HTTP 5\d\d from the model provider")
 # The openai and anthropic SDKs' classes for the same failures, as other frameworks' runs carry them.
+# The Vercel AI SDK retries only what the provider may answer later (429, 5xx, 408, 409, a lost connection) and
+# raises AI_RetryError once its retries are spent.
 _SDK_TYPES = re.compile(r"(?:^|\.)(?:RateLimitError|APITimeoutError|APIConnectionError|InternalServerError|"
-                        r"ServiceUnavailableError|OverloadedError|Timeout|ReadTimeout|ConnectTimeout)$")
-# The openai SDK's message for an HTTP status (runs_view.OPENAI_STATUS_ERRORS), when no class was sent with it.
+                        r"ServiceUnavailableError|OverloadedError|Timeout|ReadTimeout|ConnectTimeout|AI_RetryError)$")
+# The openai SDK's message for an HTTP status (runs_view.OPENAI_STATUS_ERRORS), whatever class carries it: none,
+# APIStatusError, or a framework's wrapper (LangChain's OpenAIAPIError('Error code: 500 - ...')).
 _STATUS_MESSAGE = re.compile(r"Error code: (?:429|5\d\d)\b")
-_UNTYPED = frozenset({None, "error", "APIStatusError"})
 _CHUNK = 500  # runs per span query: the query names each
 
 
@@ -54,9 +56,9 @@ def provider_error(error_type: str | None, message: str | None) -> bool:
         return True
     if error_type == "unknown":
         return bool(message and _SERVER_ERROR.match(message))
-    if error_type in _UNTYPED:
-        return bool(message and _STATUS_MESSAGE.search(message))
-    return bool(_SDK_TYPES.search(error_type))
+    if message and _STATUS_MESSAGE.search(message):
+        return True
+    return bool(error_type and _SDK_TYPES.search(error_type))
 
 
 def provider_failures(frame: pl.DataFrame) -> NDArray[np.bool_]:

@@ -21,6 +21,7 @@ import pytest
 from daemon_support import sql
 
 from lousho.analysis.cases import cases_from_failures
+from lousho.analysis.outages import provider_marks
 from lousho.models.process import ScriptedProcess, start_scripted
 from lousho.observe.client.store_client import connect
 
@@ -134,6 +135,11 @@ def check_runs(url: str, agent: str, expect: Expect) -> list[dict]:
             assert run["handled_errors"] >= 1, where
         else:
             assert run["handled_errors"] == 0 and run["error_type"] is None, where
+    # The monitor's outage rule (analysis/outages.py) reads the provider's 500s in these real traces: exactly the
+    # runs the provider failed are marked, never a tool's error.
+    store = connect(url)
+    marked = provider_marks(store, store.sql("SELECT * FROM runs WHERE agent = ? ORDER BY started_ns", [agent]))
+    assert [i for i, m in enumerate(marked) if m] == sorted(PROVIDER_FAILS)
     cases = cases_from_failures(connect(url), agent)
     assert sorted(cases["input"].to_list()) == sorted(question(i) for i in failed)
     assert set(cases["count"].to_list()) == {1}

@@ -80,8 +80,9 @@ def outage_windows(frame: pl.DataFrame, marked: NDArray[np.bool_] | None = None,
     if frame.height == 0:
         return ()
     flags = provider_failures(frame) if marked is None else np.asarray(marked, dtype=bool)
-    order = np.argsort(np.asarray(frame["started_ns"].to_list(), dtype=np.int64), kind="stable")
-    starts = np.asarray(frame["started_ns"].to_list(), dtype=np.int64)[order]
+    started = np.asarray(frame["started_ns"].to_list(), dtype=np.int64)
+    order = np.argsort(started, kind="stable")
+    starts = started[order]
     inside = in_outage(flags[order], threshold)
     # Streak boundaries: where the flag turns on and off (padded so a streak at either end closes).
     edges = np.diff(np.concatenate([[0], inside.astype(np.int8), [0]]))

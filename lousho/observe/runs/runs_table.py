@@ -269,9 +269,8 @@ def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int) -> int:
     found: dict[str, int] = {}
     # The tail is read distinct by span key (a copy that got past the writer's filter counts once), which
     # costs a hash of every column read; with no two rows of one key, as almost always, a plain read is the same.
-    tail = f"FROM spans WHERE commit_seq > {int(watermark)}"
-    distinct = f"SELECT count(*) FROM (SELECT DISTINCT {halves()} {tail})"
-    repeated = con.execute(f"SELECT (SELECT count(*) {tail}) - ({distinct})").fetchall()[0][0]
+    repeated = con.execute(f"SELECT count(*) - count(DISTINCT ({halves()})) FROM spans "
+                           f"WHERE commit_seq > {int(watermark)}").fetchall()[0][0]
     try:
         for name, sql, _ in _STEPS:
             if name == "tail_spans" and not repeated:

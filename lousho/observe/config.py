@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lousho.observe import tls_dates
-from lousho.observe.errors import TlsIncomplete, TlsUnusable, UnsafeBind
+from lousho.observe.errors import LakeIncomplete, TlsIncomplete, TlsUnusable, UnsafeBind
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -75,6 +75,15 @@ class DaemonConfig:
     # PEM files; both or neither. With them HTTP is HTTPS and gRPC uses TLS.
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # The fleet (lake/): a DuckLake catalog (a Postgres URL, password included, or a catalog file) and its data
+    # directory. None: no lake. This daemon's name there (its positions); None: host and store path.
+    lake_catalog: str | None = field(default=None, repr=False)
+    lake_data: Path | None = None
+    lake_name: str | None = None
+    # The lake's commits: every this many seconds, what the local store took since.
+    lake_every_s: float = 2.0
+    # The lake environment's Python (DuckDB 1.5.5 and DuckLake); None: $LOUSHO_LAKE_PYTHON or .venv-lake.
+    lake_python: str | None = None
 
     def validate(self) -> DaemonConfig:
         """Refuse to listen beyond loopback without a token: anyone on the network could read."""
@@ -84,6 +93,8 @@ class DaemonConfig:
             raise TlsIncomplete("--tls-cert and --tls-key go together")
         if self.tls_cert is not None and self.tls_key is not None:
             _check_tls(self.tls_cert, self.tls_key)
+        if (self.lake_catalog is None) != (self.lake_data is None):
+            raise LakeIncomplete("--lake and --lake-data go together")
         return self
 
     @property

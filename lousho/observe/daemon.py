@@ -26,6 +26,9 @@ from lousho.observe.config import DaemonConfig
 from lousho.observe.decode.otlp_json_native import NAME as JSON_DECODER
 from lousho.observe.decode.otlp_native import NAME as DECODER
 from lousho.observe.errors import StoreDiskFull, bind_error
+from lousho.observe.lake.lake_client import LakeTarget
+from lousho.observe.lake.lake_query import LakeReader
+from lousho.observe.lake.lake_shipper import LakeShipper, default_name
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.grpc_server import start_grpc
 from lousho.observe.receive.http_app import PageFactory, build_app
@@ -47,6 +50,7 @@ class Listening:
         return (
             f"lousho observe ready http={config.scheme}://{_url_host(config.host)}:{self.http_port}"
             f"{grpc_part} db={config.db} decoder={DECODER} json_decoder={JSON_DECODER}"
+            + (f" lake={LakeTarget(config.lake_catalog, '').describe()}" if config.lake_catalog else "")
         )
 
 
@@ -73,6 +77,21 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         store.close()
         raise
 
+    shipper = lake_reader = None
+    if config.lake_catalog is not None and config.lake_data is not None:
+        target = LakeTarget(config.lake_catalog, str(config.lake_data))
+        try:
+            shipper = LakeShipper(target, store.reader, config.lake_name or default_name(str(config.db.resolve())),
+                                  raise_floor=store.raise_commit_seq, every_s=config.lake_every_s,
+                                  python=config.lake_python)
+        except BaseException:
+            writer.close()
+            store.close()
+            raise
+        lake_reader = LakeReader(target, config.lake_python)
+        metrics.lake_state = shipper.state
+        shipper.start()
+
     def reader() -> duckdb.DuckDBPyConnection:
         # Read your acks: a query sees every request acked before it arrived (or waits read_wait_s).
         writer.wait_loaded(config.read_wait_s)
@@ -96,7 +115,8 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             watcher.start()
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)
-        app = build_app(config, writer, metrics, store.reader, page=page(reader) if page else None)
+        app = build_app(config, writer, metrics, store.reader, page=page(reader) if page else None,
+                        lake=lake_reader)
         server = _Server(
             uvicorn.Config(
                 app,
@@ -127,6 +147,10 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             # In-flight exports finish (the writer still runs); new ones are refused.
             grpc_server.stop(grace=config.shutdown_timeout_s).wait()
         writer.close()
+        if shipper is not None:
+            shipper.close()  # what the loader took last goes to the lake too (bounded: the rest goes at the next start)
+        if lake_reader is not None:
+            lake_reader.close()
         try:
             if store.checkpoint():
                 writer.release_spool()  # what the store now holds in its file; the rest replays at the next start

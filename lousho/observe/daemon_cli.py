@@ -143,6 +143,18 @@ class Wiring:
               help="Seconds after a run ended before the CUSUM counts it (its verdict had time to arrive).")
 @click.option("--trigger-interval", type=click.FloatRange(min=0.01), default=5.0, hidden=True,
               help="Seconds between the regression trigger's looks at each registered agent.")
+@click.option("--lake", "lake", envvar="LOUSHO_LAKE", default=None, metavar="CATALOG",
+              help="Also commit what this daemon stores to a DuckLake: a Postgres URL (many daemons, one lake) or a "
+                   "catalog file; with --lake-data [env LOUSHO_LAKE].")
+@click.option("--lake-data", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Where the lake's Parquet files go (shared by every daemon of the lake).")
+@click.option("--lake-name", default=None, metavar="NAME",
+              help="This daemon's name in the lake (its positions are kept under it)  [default: host:store path]")
+@click.option("--lake-every", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
+              help="Seconds between commits to the lake.")
+@click.option("--lake-python", default=None, metavar="PATH",
+              help="The lake environment's Python (DuckDB 1.5.5 with DuckLake)  [default: $LOUSHO_LAKE_PYTHON, "
+                   "else .venv-lake beside lousho's environment]")
 @click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
               help="`off` stops the regression trigger from starting cycles [env LOUSHO_IMPROVE].")
 def observe(
@@ -158,6 +170,8 @@ def observe(
     trigger_rule: str = "cusum", trigger_drop: float = 0.1, trigger_budget: float = 0.05,
     trigger_runs_per_day: float | None = None, trigger_reference_runs: int = 1000,
     trigger_reference_hours: float = 24.0, trigger_settle: float = 30.0,
+    lake: str | None = None, lake_data: Path | None = None, lake_name: str | None = None, lake_every: float = 2.0,
+    lake_python: str | None = None,
     wiring: Wiring | None = None,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
@@ -194,6 +208,7 @@ def observe(
         dedup_window=dedup_window, sql_max_query_bytes=sql_max_query_kib * 1024,
         memory_limit_bytes=_size("--memory-limit", memory_limit),
         sql_query_memory_bytes=_size("--sql-query-memory", sql_query_memory), send_timeout_s=send_timeout,
+        lake_catalog=lake, lake_data=lake_data, lake_name=lake_name, lake_every_s=lake_every, lake_python=lake_python,
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None

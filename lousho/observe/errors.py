@@ -113,6 +113,11 @@ class TlsNotYetValid(UsageError):
     hint = "check this machine's clock, or issue the certificate with a notBefore in the past"
 
 
+class LakeIncomplete(UsageError):
+    code = "LOUSHO_LAKE_INCOMPLETE"
+    hint = "give the catalog (--lake postgresql://...) and where its Parquet files go (--lake-data DIR)"
+
+
 class TokenFileUnreadable(UsageError):
     code = "LOUSHO_OBSERVE_TOKEN_FILE"
     hint = "point --token-file at a readable file holding the token on one line"
@@ -205,3 +210,20 @@ class AgentCheckInvalid(BadAgentOption):
     code = "LOUSHO_OBSERVE_AGENT_CHECK_INVALID"
     hint = ("CHECK_MODULE is a Python file that imports cleanly and defines check(input, output) -> Verdict, "
             "and probe(harness_dir, case, repeat) for an agent lousho did not build (docs/improve.md)")
+
+
+class LakeUnavailable(ObserveError):
+    """The lake's environment is missing, or its catalog or data path cannot be reached."""
+
+    code = "LOUSHO_LAKE_UNAVAILABLE"
+    retryable = True
+    hint = ("build the lake's environment (`make lake-venv`, or `python3 -m venv V && V/bin/pip install duckdb==1.5.5 "
+            "duckdb-extension-ducklake==1.5.5 duckdb-extension-postgres-scanner==1.5.5 pyarrow`) and point "
+            "LOUSHO_LAKE_PYTHON at V/bin/python; check the catalog URL and that Postgres answers")
+
+
+class LakeFailed(ObserveError):
+    """The lake refused a request (a query's error, a conflict retried past its bound, a schema too new)."""
+
+    code = "LOUSHO_LAKE_FAILED"
+    hint = "check the query against `DESCRIBE spans` on the lake; a commit is retried from its position"

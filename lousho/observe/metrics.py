@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull
 
@@ -64,6 +65,8 @@ class Metrics:
     store_disk_full_events: int = 0
     # notAfter of the TLS certificate (seconds since the epoch), None without TLS: /metrics shows the days left.
     tls_not_after: float | None = None
+    # The lake shipper's state (lake/lake_shipper.ShipperState: position, commits, rows, last error); None: no lake.
+    lake_state: Any = field(default=None, repr=False)
     requests_refused_disk_full: int = 0
     # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
     decoder: str = "python"
@@ -172,6 +175,14 @@ class Metrics:
                  "requests answered 503 (gRPC UNAVAILABLE) because the store's disk was full",
                  self.requests_refused_disk_full),
             ]
+            if self.lake_state is not None:
+                lake = self.lake_state
+                rows += [("lousho_lake_position", "gauge", "the local commit the lake holds this daemon's rows up to",
+                          lake.position),
+                         ("lousho_lake_commits_total", "counter", "commits to the lake", lake.commits),
+                         ("lousho_lake_span_rows_total", "counter", "span rows committed to the lake", lake.rows),
+                         ("lousho_lake_failing", "gauge", "1 while the last commit to the lake failed",
+                          int(lake.last_error is not None))]
             if self.tls_not_after is not None:
                 rows.append(("lousho_tls_cert_expiry_days", "gauge",
                              "days until the TLS certificate expires (negative once it has)",

@@ -23,7 +23,8 @@ from lousho.kernel._checked_json import NestedTooDeep, invalid_text, loads_bound
 from lousho.observe.config import DaemonConfig
 from lousho.observe.decode import otlp_json_native, otlp_native
 from lousho.observe.decode.otlp_decode import BadPayload, Checked, Decoded
-from lousho.observe.errors import ObserveError, SqlBusy, SqlTooLarge, StoreCorrupt, StoreDiskFull
+from lousho.observe.errors import LakeUnavailable, ObserveError, SqlBusy, SqlTooLarge, StoreCorrupt, StoreDiskFull
+from lousho.observe.lake.lake_query import LakeReader
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.http_guard import HostGuard
 from lousho.observe.receive.http_layers import (
@@ -68,6 +69,7 @@ def build_app(
     metrics: Metrics,
     reader_factory: Any,
     page: Mounted | None = None,
+    lake: LakeReader | None = None,
 ) -> ASGIApp:
     """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them ``page``
     (the web page, which the CLI builds: observe imports no other part), with its own token layer."""
@@ -145,8 +147,21 @@ def build_app(
                           "send UTF-8 JSON: {\"query\": ..., \"params\": [...]}")
         accept = request.headers.get("accept", "")
         media_type = ARROW_STREAM if ARROW_STREAM in accept else CSV if CSV in accept else "application/json"
+        scope = request.query_params.get("scope", "local")
+        if scope not in ("local", "lake"):
+            return _error(request, 400, "LOUSHO_SQL_BAD_SCOPE", f"scope {scope!r} is not one of local, lake",
+                          "send ?scope=local (this daemon's store, the default) or ?scope=lake (every daemon's)")
+        if scope == "lake" and lake is None:
+            return _error(request, 400, "LOUSHO_LAKE_NOT_CONFIGURED", "this daemon writes to no lake",
+                          "start it with --lake CATALOG --lake-data DIR, or query ?scope=local")
 
         def run() -> tuple[bytes, bool, int, float]:
+            if scope == "lake" and lake is not None:
+                # The lake holds what every daemon committed to it (this one's within --lake-every of its acks).
+                result = lake.run(doc["query"], doc.get("params"), timeout=config.sql_timeout_s,
+                                  max_rows=config.sql_max_rows, max_query_bytes=config.sql_max_query_bytes)
+                encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
+                return encode(result), result.truncated, result.table.num_rows, 0.0
             # Read your acks: the query sees every request acked before it arrived, or says how far behind it is.
             lag = writer.wait_loaded(config.read_wait_s)
             con: duckdb.DuckDBPyConnection = reader_factory()
@@ -170,6 +185,8 @@ def build_app(
             body, truncated, rows, lag = await sql_pool.run(run)
         except ObserveError as e:
             ticket.release()
+            if isinstance(e, LakeUnavailable):
+                return _error(request, 503, e.code, e.message, e.hint, retry_after=config.retry_after_s)
             return _error(request, 413 if isinstance(e, SqlTooLarge) else 400, e.code, e.message, e.hint)
         except BaseException:
             ticket.release()

@@ -270,6 +270,11 @@ class SpanStore:
             self._stored_resources.clear()
         self._stored_resources.update(resources.column("resource_key").to_pylist())
 
+    def raise_commit_seq(self, floor: int) -> None:
+        """Number the next commits above ``floor``: a copy of the numbers kept elsewhere (the lake's position,
+        lake/lake_shipper.py) must never be handed out again, even after compaction removed the newest rows."""
+        self._commit_seq = max(self._commit_seq, floor)
+
     def spool_position(self) -> int:
         """The last spool record whose spans are in the store (0: none yet)."""
         return int(self._con.execute(_SPOOL_POSITION).fetchall()[0][0])

@@ -1,0 +1,179 @@
+"""What this daemon loaded, committed to the lake behind the local store, exactly once.
+
+The lake is fed from the local store, not from the spool: every local commit stamps its rows with a rising
+``commit_seq`` (store/span_store.py), and the shipper commits the rows past the last ``commit_seq`` the lake
+holds for this daemon, with that position, in one lake transaction (``lake_client.LakeClient.commit``). So:
+
+- a crash anywhere (before, during or after the lake's commit) loses nothing and doubles nothing: the next start
+  reads the daemon's position from the lake and sends what is past it;
+- a lake that is down or slow never holds an ack or the spool: the local store keeps taking spans, and the lake
+  catches up from it when it answers again;
+- batches are sized for Parquet (every ``every_s`` seconds, up to ``max_rows`` span rows a commit), not per
+  request.
+
+The local store must never hand a ``commit_seq`` out twice: after a compaction removed the newest commit's rows
+the store would number from below the lake's position again, so the shipper raises the store's floor to it.
+A span an SDK re-sent after its twin left the local filter's window (or to another daemon) reaches the lake
+twice; the local store's compaction removes its own copy, the lake keeps both (docs/observe.md, "The fleet").
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from lousho.observe.errors import LakeFailed, LakeUnavailable
+from lousho.observe.lake import lake_schema
+from lousho.observe.lake.lake_client import LakeClient, LakeTarget
+
+logger = logging.getLogger(__name__)
+
+EVERY_S = 2.0
+MAX_ROWS = 250_000
+RETRY_S = 5.0
+
+_SPANS = (f"SELECT {lake_schema.KEY_HALVES}, {', '.join(lake_schema.SPAN_NAMES)} FROM span_rows "
+          "WHERE commit_seq > $after AND commit_seq <= $upto")
+_SCORES = (f"SELECT {lake_schema.KEY_HALVES}, {', '.join(lake_schema.SCORE_NAMES)} FROM scores "
+           "WHERE commit_seq > $after AND commit_seq <= $upto")
+_RESOURCES = ("SELECT resource_key, any_value(resource)::VARCHAR AS resource FROM resources WHERE resource_key IN "
+              "(SELECT DISTINCT resource_key FROM span_rows WHERE commit_seq > $after AND commit_seq <= $upto) "
+              "GROUP BY resource_key")
+# The commits past the position, with their rows, oldest first: where to cut a batch at ``max_rows``.
+_COMMITS = ("SELECT commit_seq, count(*) FROM (SELECT commit_seq FROM span_rows WHERE commit_seq > $after "
+            "UNION ALL SELECT commit_seq FROM scores WHERE commit_seq > $after) "
+            "GROUP BY commit_seq ORDER BY commit_seq")
+
+
+def default_name(db: str) -> str:
+    """A daemon's name in the lake: stable across restarts (its positions are kept under it)."""
+    return f"{socket.gethostname()}:{db}"
+
+
+@dataclass
+class ShipperState:
+    position: int = 0
+    commits: int = 0
+    rows: int = 0
+    last_error: str | None = None
+    last_commit_ns: int = 0
+
+
+class LakeShipper:
+    def __init__(self, target: LakeTarget, reader: Callable[[], duckdb.DuckDBPyConnection], name: str, *,
+                 raise_floor: Callable[[int], None], every_s: float = EVERY_S, max_rows: int = MAX_ROWS,
+                 python: str | None = None) -> None:
+        self.target, self.name = target, name
+        self._reader, self._every_s, self._max_rows, self._python = reader, every_s, max_rows, python
+        self._client: LakeClient | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.state = ShipperState()
+        # Opened at start: a lake that cannot be reached or migrated is a clear error before any port is bound.
+        self._connect()
+        raise_floor(self.state.position)
+        self._thread = threading.Thread(target=self._run, name="lousho-lake", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _connect(self) -> None:
+        client = LakeClient(self.target, python=self._python)
+        try:
+            client.migrate()
+            self.state.position = client.position(self.name)
+        except BaseException:
+            client.close()
+            raise
+        self._client = client
+
+    def ship(self) -> int:
+        """Commit what the local store holds past the lake's position, in batches; returns the span rows sent."""
+        sent = 0
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return sent
+            upto, tables = batch
+            if self._client is None:
+                self._connect()
+            assert self._client is not None
+            sent += self._client.commit(self.name, upto, tables)
+            self.state.position = upto
+            self.state.commits += 1
+            self.state.rows += tables["span_batch"].num_rows
+            self.state.last_commit_ns = time.time_ns()
+
+    def _next_batch(self) -> tuple[int, dict[str, pa.Table]] | None:
+        con = self._reader()
+        try:
+            after = self.state.position
+            commits = con.execute(_COMMITS, {"after": after}).fetchall()
+            if not commits:
+                return None
+            upto, rows = commits[0][0], 0
+            for seq, count in commits:
+                if rows and rows + count > self._max_rows:
+                    break
+                upto, rows = seq, rows + count
+            params = {"after": after, "upto": upto}
+            tables = {"span_batch": con.execute(_SPANS, params).to_arrow_table(),
+                      "score_batch": con.execute(_SCORES, params).to_arrow_table(),
+                      "resource_batch": con.execute(_RESOURCES, params).to_arrow_table()}
+        finally:
+            con.close()
+        return upto, tables
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Ship now (at shutdown, and for a test or a query that must see this daemon's newest rows)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.ship()
+                return
+            except (LakeUnavailable, LakeFailed) as e:
+                self._failed(e)
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def _failed(self, error: Exception) -> None:
+        self.state.last_error = str(error)
+        logger.warning("committing to the lake failed; retrying from position %d: %s", self.state.position, error)
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._every_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.ship()
+                self.state.last_error = None
+            except (LakeUnavailable, LakeFailed) as e:
+                self._failed(e)
+                self._stop.wait(RETRY_S)
+            except duckdb.Error as e:  # deliberate: the local store answers again on the next round
+                logger.warning("reading the local store for the lake failed: %s", e)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def close(self, flush_timeout_s: float = 30.0) -> None:
+        """Stop the thread, ship what is left (bounded), close the lake's process."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.flush(flush_timeout_s)
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo example test lint bench bench-heal clean postgres chromium agent-venvs node-frameworks
+.PHONY: demo example test lint bench bench-heal clean postgres chromium agent-venvs node-frameworks lake-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -69,7 +69,16 @@ $(NODE_STAMP): $(NODE_AGENT)/package-lock.json
 
 node-frameworks: $(NODE_STAMP)
 
-test: $(STAMP) lint postgres chromium agent-venvs node-frameworks
+# The fleet's lake (lousho observe --lake) runs in an environment of its own: DuckLake's extensions exist on PyPI only
+# for DuckDB 1.5.5, and lousho's store is on DuckDB 2. The daemon finds it beside .venv (or at $LOUSHO_LAKE_PYTHON).
+.venv-lake/.installed: requirements-lake.txt
+	@test -x .venv-lake/bin/python || $(PYTHON) -m venv .venv-lake
+	.venv-lake/bin/python -m pip install -q -r requirements-lake.txt
+	@touch $@
+
+lake-venv: .venv-lake/.installed
+
+test: $(STAMP) lint postgres chromium agent-venvs node-frameworks lake-venv
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 bench: $(STAMP)

@@ -58,13 +58,14 @@ ARROWS: dict[str, dict[str, frozenset[str] | None]] = {
 # native decoder's columns) is what the store appends, so the store reads decode, never receive; the HTTP
 # app serves the SQL API's route, so receive reads sql.
 ROOMS: dict[str, frozenset[str]] = {
-    "receive": frozenset({"decode", "store", "runs", "sql"}),
+    "receive": frozenset({"decode", "store", "runs", "sql", "lake"}),
     "decode": frozenset({"store", "runs"}),
     "store": frozenset({"decode", "runs"}),
     "runs": frozenset(),
     "sql": frozenset({"store", "runs"}),
     "trigger": frozenset({"sql"}),
-    "client": frozenset({"sql", "store", "runs"}),
+    "client": frozenset({"sql", "store", "runs", "lake"}),
+    "lake": frozenset({"sql", "runs"}),
 }
 # Modules directly in lousho/observe/: what every room may import, and the daemon's assembly (which may
 # import every room, and which no room imports).

@@ -129,9 +129,13 @@ def _format(as_json: bool, as_csv: bool) -> str:
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
 @click.option("--allow-truncated", is_flag=True,
               help="Exit 0 when the daemon's row cap cut the result short (the warning still prints).")
+@click.option("--lake", "lake", envvar="LOUSHO_LAKE", default=None, metavar="CATALOG",
+              help="Query the fleet's DuckLake (every daemon's spans) instead of one store; with --lake-data.")
+@click.option("--lake-data", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="The lake's data directory.")
 @click.argument("query")
 def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_csv: bool,
-        allow_truncated: bool, query: str) -> None:
+        allow_truncated: bool, query: str, lake: str | None = None, lake_data: Path | None = None) -> None:
     """Run one read-only SQL query over the store (tables spans, scores; view runs).
 
     Values print as the SQL API's JSON answer maps them (docs/observe.md). When the daemon's row cap
@@ -139,6 +143,9 @@ def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_c
     --allow-truncated.
     """
     fmt = _format(as_json, as_csv)
+    if lake is not None or lake_data is not None:
+        _lake_sql(lake, lake_data, query, fmt)
+        return
     store = open_store(url, db, token)
     try:
         # The daemon maps the values to their JSON form, or writes the CSV, itself: printing its answer needs
@@ -165,6 +172,17 @@ def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_c
         if not allow_truncated:
             raise truncated
         click.echo(f"warning {truncated.code}: {truncated.message}", err=True)
+
+
+def _lake_sql(lake: str | None, lake_data: Path | None, query: str, fmt: str) -> None:
+    from lousho.observe.lake.lake_client import LakeClient, LakeTarget
+    from lousho.observe.lake.lake_query import run_lake_query
+
+    if lake is None or lake_data is None:
+        raise click.UsageError("--lake and --lake-data go together")
+    with LakeClient(LakeTarget(lake, str(lake_data)), read_only=True) as client:
+        result = run_lake_query(client, query)
+    print_table(result.table, fmt)
 
 
 RUN_COLUMNS = (

@@ -197,10 +197,42 @@ class FileClient:
         self._con.close()
 
 
+class LakeStoreClient:
+    """The fleet's lake (every daemon's spans) as a store: the same tables and views, read-only."""
+
+    def __init__(self, catalog: str, data_path: Path) -> None:
+        from lousho.observe.lake.lake_client import LakeClient, LakeTarget
+
+        self.target = catalog
+        self._client = LakeClient(LakeTarget(catalog, str(data_path)), read_only=True)
+
+    def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        return _frame(self.fetch(query, params).table)
+
+    def frame(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        return self.sql(query, params)
+
+    def fetch(self, query: str, params: list[Any] | None = None) -> QueryResult:
+        from lousho.observe.lake.lake_query import run_lake_query
+
+        return run_lake_query(self._client, query, params, max_rows=2**62)
+
+    def close(self) -> None:
+        self._client.close()
+
+
 def connect(
-    target: str | Path, *, token: str | None = None, ca_cert: Path | None = None
+    target: str | Path | None = None, *, token: str | None = None, ca_cert: Path | None = None,
+    lake: str | None = None, lake_data: Path | None = None,
 ) -> StoreClient:
-    """A client for ``http(s)://host:port`` (the daemon) or a path to a store file."""
+    """A client for ``http(s)://host:port`` (the daemon), a path to a store file, or the fleet's lake
+    (``lake=`` its catalog, ``lake_data=`` its data directory)."""
+    if lake is not None:
+        if target is not None or lake_data is None:
+            raise ValueError("connect(lake=CATALOG, lake_data=DIR) takes no other target")
+        return LakeStoreClient(lake, Path(lake_data))
+    if target is None:
+        raise ValueError("connect() needs a daemon URL, a store file or lake=")
     text = str(target)
     if text.startswith(("http://", "https://")):
         return DaemonClient(text, token=token, ca_cert=ca_cert)

@@ -1,0 +1,126 @@
+"""Three daemons, one lake (DuckLake on a real Postgres, Parquet in a directory), the real OTel exporters sending to
+each: every acked span is in the lake once, every daemon's ``scope=lake`` and ``lousho sql --lake`` see the union,
+and the runs and cases over the lake are those of the three stores put together."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from daemon_support import post, sql
+
+from lousho.analysis.cases import cases_from_failures
+from lousho.observe import instrument
+from lousho.observe.client.process import DaemonProcess, start_daemon
+from lousho.observe.client.store_client import connect
+from lousho.observe.client.workload import WorkloadPlan, emit_runs
+
+pytestmark = [pytest.mark.system, pytest.mark.slow]
+
+RUNS = "SELECT * EXCLUDE (started_at, ended_at) FROM runs ORDER BY run_id"
+
+
+def lake_daemon(tmp_path: Path, lake_url: str, name: str, *extra: str, env: dict[str, str] | None = None
+                ) -> DaemonProcess:
+    return start_daemon(tmp_path / name / "observe.duckdb", "--lake", lake_url, "--lake-data",
+                        str(tmp_path / "lake-data"), "--lake-name", name, "--lake-every", "0.3", *extra, env=env)
+
+
+def wait_for(check, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def test_three_daemons_one_lake_every_span_once_and_the_union_everywhere(tmp_path, lake_url):
+    daemons = [lake_daemon(tmp_path, lake_url, f"d{i}") for i in range(3)]
+    try:
+        sent = 0
+        for i, daemon in enumerate(daemons):
+            # HTTP to two, gRPC to the third: the SDK's two exporters at their defaults.
+            protocol, endpoint = (("grpc", f"http://{daemon.grpc_target}") if i == 2 else
+                                  ("http/protobuf", daemon.url))
+            provider = instrument(f"host-{i}", endpoint, protocol=protocol)
+            sent += emit_runs(provider, WorkloadPlan(runs=60, seed=10 + i)).spans
+            provider.shutdown()
+        local = [sql(d.url, "SELECT count(*) AS n FROM spans")[0]["n"] for d in daemons]
+        assert sum(local) == sent
+
+        count = "SELECT count(*) AS n, count(DISTINCT span_key) AS keys FROM spans"
+        assert wait_for(lambda: _lake(daemons[0], count) == [{"n": sent, "keys": sent}])
+        for daemon in daemons:
+            assert _lake(daemon, count) == [{"n": sent, "keys": sent}]
+        positions = _lake(daemons[1], "SELECT daemon, max(position) AS p FROM lousho_lake_positions GROUP BY daemon "
+                                      "ORDER BY daemon")
+        assert [p["daemon"] for p in positions] == ["d0", "d1", "d2"]
+
+        # The runs over the lake are the three stores' runs together, column for column.
+        lake_runs = _lake(daemons[2], RUNS)
+        local_runs = sorted((r for d in daemons for r in sql(d.url, RUNS)), key=lambda r: r["run_id"])
+        assert len(lake_runs) == 180 and lake_runs == local_runs
+
+        # The CLI and the Python API over the lake.
+        out = subprocess.run([sys.executable, "-m", "lousho", "sql", "--lake", lake_url, "--lake-data",
+                              str(tmp_path / "lake-data"), "--json", count], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == [{"n": sent, "keys": sent}]
+        lake = connect(lake=lake_url, lake_data=tmp_path / "lake-data")
+        stores = [connect(d.url) for d in daemons]
+        try:
+            for agent in ("coder", "triage"):
+                over_lake = _cases(cases_from_failures(lake, agent, revision="rev-a1").to_dicts())
+                union = _cases(r for s in stores for r in cases_from_failures(s, agent, "rev-a1").to_dicts())
+                assert over_lake and over_lake == union
+        finally:
+            lake.close()
+            for store in stores:
+                store.close()
+    finally:
+        for daemon in daemons:
+            assert daemon.stop() == 0, "\n".join(daemon.output[-30:])
+
+
+def test_the_lake_scope_is_read_only_and_named(tmp_path, lake_url):
+    daemon = lake_daemon(tmp_path, lake_url, "d0")
+    try:
+        for query in ("SELECT * FROM read_csv('/etc/passwd')", "INSERT INTO span_rows SELECT * FROM span_rows",
+                      "COPY (SELECT 1) TO '/tmp/x.csv'"):
+            reply = post(daemon.url, "/v1/sql?scope=lake", json.dumps({"query": query}).encode(), "application/json")
+            assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_REFUSED", reply.body
+        reply = post(daemon.url, "/v1/sql?scope=everywhere", b'{"query": "SELECT 1"}', "application/json")
+        assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_BAD_SCOPE"
+        # The catalog's password never reaches what a query can read.
+        reply = post(daemon.url, "/v1/sql?scope=lake", b'{"query": "SELECT path FROM duckdb_databases()"}',
+                     "application/json")
+        assert reply.status == 200 and "password" not in reply.body.decode() and \
+            lake_url.split(":")[2].split("@")[0] not in reply.body.decode()
+    finally:
+        assert daemon.stop() == 0
+    plain = start_daemon(tmp_path / "plain" / "observe.duckdb")
+    try:
+        reply = post(plain.url, "/v1/sql?scope=lake", b'{"query": "SELECT 1"}', "application/json")
+        assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_LAKE_NOT_CONFIGURED"
+    finally:
+        assert plain.stop() == 0
+
+
+def _cases(rows) -> list[tuple]:
+    """The cases as comparable rows: a case's runs from several stores merge into one in the lake."""
+    merged: dict[str, set[str]] = {}
+    for row in rows:
+        merged.setdefault(row["case_id"], set()).update(row["run_ids"])
+    return sorted((case, sorted(runs)) for case, runs in merged.items())
+
+
+def _lake(daemon: DaemonProcess, query: str) -> list[dict]:
+    reply = post(daemon.url, "/v1/sql?scope=lake", json.dumps({"query": query}).encode(), "application/json")
+    assert reply.status == 200, reply.body
+    return reply.json()["rows"]

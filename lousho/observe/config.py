@@ -84,6 +84,9 @@ class DaemonConfig:
     lake_every_s: float = 2.0
     # The lake environment's Python (DuckDB 1.5.5 and DuckLake); None: $LOUSHO_LAKE_PYTHON or .venv-lake.
     lake_python: str | None = None
+    # The lake's upkeep, by one daemon of the fleet at a time (lake/lake_lease.py), and how long its snapshots stay.
+    lake_upkeep_every_s: float = 600.0
+    lake_retention_s: float = 7 * 86_400.0
 
     def validate(self) -> DaemonConfig:
         """Refuse to listen beyond loopback without a token: anyone on the network could read."""

@@ -83,7 +83,8 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         try:
             shipper = LakeShipper(target, store.reader, config.lake_name or default_name(str(config.db.resolve())),
                                   raise_floor=store.raise_commit_seq, every_s=config.lake_every_s,
-                                  python=config.lake_python)
+                                  python=config.lake_python, upkeep_every_s=config.lake_upkeep_every_s,
+                                  retention_s=config.lake_retention_s)
         except BaseException:
             writer.close()
             store.close()

@@ -155,6 +155,11 @@ class Wiring:
 @click.option("--lake-python", default=None, metavar="PATH",
               help="The lake environment's Python (DuckDB 1.5.5 with DuckLake)  [default: $LOUSHO_LAKE_PYTHON, "
                    "else .venv-lake beside lousho's environment]")
+@click.option("--lake-upkeep-every", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
+              help="Seconds between the lake's upkeep (small files merged, old snapshots expired), run by the one "
+                   "daemon of the fleet holding its lease.")
+@click.option("--lake-retention-days", type=click.FloatRange(min=0.0), default=7.0, show_default=True,
+              help="Days the lake keeps old snapshots (time travel) before the upkeep expires them.")
 @click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
               help="`off` stops the regression trigger from starting cycles [env LOUSHO_IMPROVE].")
 def observe(
@@ -171,7 +176,7 @@ def observe(
     trigger_runs_per_day: float | None = None, trigger_reference_runs: int = 1000,
     trigger_reference_hours: float = 24.0, trigger_settle: float = 30.0,
     lake: str | None = None, lake_data: Path | None = None, lake_name: str | None = None, lake_every: float = 2.0,
-    lake_python: str | None = None,
+    lake_python: str | None = None, lake_upkeep_every: float = 600.0, lake_retention_days: float = 7.0,
     wiring: Wiring | None = None,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
@@ -209,6 +214,7 @@ def observe(
         memory_limit_bytes=_size("--memory-limit", memory_limit),
         sql_query_memory_bytes=_size("--sql-query-memory", sql_query_memory), send_timeout_s=send_timeout,
         lake_catalog=lake, lake_data=lake_data, lake_name=lake_name, lake_every_s=lake_every, lake_python=lake_python,
+        lake_upkeep_every_s=lake_upkeep_every, lake_retention_s=lake_retention_days * 86_400,
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None

@@ -182,7 +182,10 @@ class Metrics:
                          ("lousho_lake_commits_total", "counter", "commits to the lake", lake.commits),
                          ("lousho_lake_span_rows_total", "counter", "span rows committed to the lake", lake.rows),
                          ("lousho_lake_failing", "gauge", "1 while the last commit to the lake failed",
-                          int(lake.last_error is not None))]
+                          int(lake.last_error is not None)),
+                         ("lousho_lake_upkeep_holder", "gauge", "1 while this daemon holds the lake's upkeep lease",
+                          int(lake.upkeep_holder)),
+                         ("lousho_lake_upkeeps_total", "counter", "lake upkeeps this daemon ran", lake.upkeeps)]
             if self.tls_not_after is not None:
                 rows.append(("lousho_tls_cert_expiry_days", "gauge",
                              "days until the TLS certificate expires (negative once it has)",

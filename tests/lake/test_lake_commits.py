@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-from daemon_support import post, sql
+from daemon_support import get, post, sql
 
 from lousho.observe import instrument
 from lousho.observe.client.process import start_daemon
@@ -134,3 +134,54 @@ def _spans(daemon: int, n: int) -> pa.Table:
 
 def _post_json(url: str, query: str) -> dict:
     return post(url, "/v1/sql", json.dumps({"query": query}).encode(), "application/json").json()
+
+
+def test_the_upkeep_runs_on_one_daemon_keeps_queries_right_and_moves_when_it_dies(tmp_path, lake_url):
+    daemons = [start_daemon(tmp_path / f"u{i}" / "observe.duckdb", "--lake", lake_url, "--lake-data",
+                            str(tmp_path / "lake-data"), "--lake-name", f"u{i}", "--lake-every", "0.2",
+                            "--lake-upkeep-every", "0.5", "--lake-retention-days", "0") for i in range(2)]
+    try:
+        sent = 0
+        providers = [instrument(f"u{i}", d.url) for i, d in enumerate(daemons)]
+        for batch in range(6):  # many small commits: files for the upkeep to merge while it runs
+            for i, provider in enumerate(providers):
+                sent += emit_runs(provider, WorkloadPlan(runs=5, seed=1000 + 10 * batch + i)).spans
+                assert provider.force_flush(10_000)
+            time.sleep(0.3)
+        for provider in providers:
+            provider.shutdown()
+        count = "SELECT count(*) AS n, count(DISTINCT span_key) AS k FROM spans"
+        deadline = time.monotonic() + 60
+        while _lake_rows(daemons[0], count) != [{"n": sent, "k": sent}] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _lake_rows(daemons[0], count) == [{"n": sent, "k": sent}]
+        deadline = time.monotonic() + 30
+        while max(_metric(d, "lousho_lake_upkeeps_total") for d in daemons) < 3 and time.monotonic() < deadline:
+            assert _lake_rows(daemons[1], count) == [{"n": sent, "k": sent}]  # right while the upkeep runs
+            time.sleep(0.2)
+        runs = [_metric(d, "lousho_lake_upkeeps_total") for d in daemons]
+        holders = [_metric(d, "lousho_lake_upkeep_holder") for d in daemons]
+        assert sorted(holders) == [0, 1] and sorted(r > 0 for r in runs) == [False, True], (runs, holders)
+        holder = holders.index(1)
+        daemons[holder].kill()
+        other = daemons[1 - holder]
+        deadline = time.monotonic() + 15
+        while _metric(other, "lousho_lake_upkeeps_total") == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _metric(other, "lousho_lake_upkeep_holder") == 1 and _metric(other, "lousho_lake_upkeeps_total") > 0
+        assert _lake_rows(other, count) == [{"n": sent, "k": sent}]
+    finally:
+        for daemon in daemons:
+            if daemon.process.poll() is None:
+                assert daemon.stop() == 0
+
+
+def _lake_rows(daemon, query: str) -> list[dict]:
+    reply = post(daemon.url, "/v1/sql?scope=lake", json.dumps({"query": query}).encode(), "application/json")
+    assert reply.status == 200, reply.body
+    return reply.json()["rows"]
+
+
+def _metric(daemon, name: str) -> float:
+    text = get(daemon.url, "/metrics").body.decode()
+    return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))

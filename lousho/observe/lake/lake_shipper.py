@@ -32,10 +32,15 @@ import pyarrow as pa
 from lousho.observe.errors import LakeFailed, LakeUnavailable
 from lousho.observe.lake import lake_schema
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
+from lousho.observe.lake.lake_lease import UpkeepLease
 
 logger = logging.getLogger(__name__)
 
 EVERY_S = 2.0
+# The lake's upkeep (merging small files, expiring snapshots, deleting the files only they used): this often, by
+# whichever daemon holds the lease, keeping the snapshots of the last RETENTION_S for time travel.
+UPKEEP_EVERY_S = 600.0
+RETENTION_S = 7 * 86_400.0
 MAX_ROWS = 250_000
 RETRY_S = 5.0
 
@@ -64,15 +69,21 @@ class ShipperState:
     rows: int = 0
     last_error: str | None = None
     last_commit_ns: int = 0
+    upkeep_holder: bool = False
+    upkeeps: int = 0
 
 
 class LakeShipper:
     def __init__(self, target: LakeTarget, reader: Callable[[], duckdb.DuckDBPyConnection], name: str, *,
                  raise_floor: Callable[[int], None], every_s: float = EVERY_S, max_rows: int = MAX_ROWS,
-                 python: str | None = None) -> None:
+                 python: str | None = None, upkeep_every_s: float = UPKEEP_EVERY_S,
+                 retention_s: float = RETENTION_S) -> None:
         self.target, self.name = target, name
         self._reader, self._every_s, self._max_rows, self._python = reader, every_s, max_rows, python
         self._client: LakeClient | None = None
+        self._lease = UpkeepLease(target.catalog)
+        self._upkeep_every_s, self._retention_s = upkeep_every_s, retention_s
+        self._upkeep_at = time.monotonic() + upkeep_every_s
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.state = ShipperState()
@@ -158,11 +169,27 @@ class LakeShipper:
             try:
                 self.ship()
                 self.state.last_error = None
+                if time.monotonic() >= self._upkeep_at:
+                    self._upkeep_at = time.monotonic() + self._upkeep_every_s
+                    self.upkeep()
             except (LakeUnavailable, LakeFailed) as e:
                 self._failed(e)
                 self._stop.wait(RETRY_S)
             except duckdb.Error as e:  # deliberate: the local store answers again on the next round
                 logger.warning("reading the local store for the lake failed: %s", e)
+
+    def upkeep(self) -> bool:
+        """Run the lake's upkeep if this daemon holds the lease (one daemon of the fleet at a time)."""
+        self.state.upkeep_holder = self._lease.try_hold()
+        if not self.state.upkeep_holder:
+            return False
+        if self._client is None:
+            self._connect()
+        assert self._client is not None
+        done = self._client.upkeep(self._retention_s)
+        self.state.upkeeps += 1
+        logger.info("lake upkeep: %s", done)
+        return True
 
     def wake(self) -> None:
         self._wake.set()
@@ -177,3 +204,4 @@ class LakeShipper:
         if self._client is not None:
             self._client.close()
             self._client = None
+        self._lease.close()

@@ -178,14 +178,15 @@ class Lake:
         """DuckLake's own upkeep, in its safe order: merge small files, expire old snapshots, then delete the files
         only those snapshots used. Never ``delete_orphaned_files``: it also takes the files of a transaction
         another daemon has written but not yet committed."""
-        merged = self.con.execute("CALL ducklake_merge_adjacent_files('lake')").fetchall()
-        expired = self.con.execute(
-            f"CALL ducklake_expire_snapshots('lake', older_than => now() - INTERVAL {float(older_than_s)} SECOND)"
-        ).fetchall()
-        cleaned = self.con.execute(
-            f"CALL ducklake_cleanup_old_files('lake', older_than => now() - INTERVAL {float(older_than_s)} SECOND)"
-        ).fetchall()
-        return {"merged": len(merged), "expired": len(expired), "deleted_files": len(cleaned)}
+        # Counted through Arrow: the calls answer timestamps with time zones, which Python rows would need pytz for.
+        merged = self._rows("CALL ducklake_merge_adjacent_files('lake')")
+        since = f"now() - to_microseconds({int(older_than_s * 1e6)})"
+        expired = self._rows(f"CALL ducklake_expire_snapshots('lake', older_than => {since})")
+        cleaned = self._rows(f"CALL ducklake_cleanup_old_files('lake', older_than => {since})")
+        return {"merged": merged, "expired": expired, "deleted_files": cleaned}
+
+    def _rows(self, statement: str) -> int:
+        return self.con.execute(statement).to_arrow_table().num_rows
 
 
 def _quote(text: str) -> str:

@@ -15,7 +15,9 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import uvicorn
@@ -33,6 +35,7 @@ from lousho.observe.metrics import Metrics
 from lousho.observe.receive.grpc_server import start_grpc
 from lousho.observe.receive.http_app import PageFactory, build_app
 from lousho.observe.receive.http_protocol import protocol_with_header_timeout
+from lousho.observe.sql.query import QueryResult
 from lousho.observe.store.span_store import SpanStore
 from lousho.observe.store.writer import Writer
 from lousho.observe.trigger.cycle import Trigger, TriggerConfig
@@ -106,8 +109,14 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         if trigger is not None and trigger.agents:
             # The cycle reads this daemon: its failed runs become cases and its monitor reads live runs.
             url = f"{config.scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
+            fleet: dict[str, Any] = {}
+            if shipper is not None:
+                # In a fleet the trigger, and the cycles it starts, read every daemon's runs in the lake, and one
+                # daemon at a time watches each agent (its lease in the catalog).
+                url += "?scope=lake"
+                fleet = {"query": trigger_lake_query(config), "lease": shipper.leases.try_hold}
             watcher = Trigger(dataclasses.replace(trigger, observe_url=url, observe_token=config.token,
-                                                  observe_ca_cert=config.tls_cert), store.reader,
+                                                  observe_ca_cert=config.tls_cert), store.reader, **fleet,
                               sql_timeout_s=config.sql_timeout_s,
                               on_poll=lambda: metrics.add(trigger_polls=1),
                               on_reading=lambda name, r: metrics.set_detector(
@@ -160,6 +169,17 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         store.close()
         sock.close()
     logger.info("drained and closed %s", config.db)
+
+
+def trigger_lake_query(config: DaemonConfig) -> Callable[[str, list[Any], float], QueryResult]:
+    """The trigger's reads of the lake: a read-only lake process of its own (the SQL API's serves queries)."""
+    assert config.lake_catalog is not None and config.lake_data is not None
+    lake = LakeReader(LakeTarget(config.lake_catalog, str(config.lake_data)), config.lake_python)
+
+    def query(sql: str, params: list[Any], timeout_s: float) -> QueryResult:
+        return lake.run(sql, params, timeout=timeout_s, max_rows=2**62)
+
+    return query
 
 
 class _Server(uvicorn.Server):

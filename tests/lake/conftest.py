@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# The Postgres server of the recover tests, and the trigger tests' helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recover"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "observe"))
 from pg_support import PgServer, postgres_server  # noqa: E402
 
 

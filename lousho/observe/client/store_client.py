@@ -80,8 +80,11 @@ class DaemonClient:
         ca_cert: Path | None = None,
     ) -> None:
         """``ca_cert``: a PEM certificate to trust for an https ``url`` (a daemon with a
-        self-signed one); without it, the system's trust store."""
-        self.target = url.rstrip("/")
+        self-signed one); without it, the system's trust store. ``?scope=lake`` on the URL sends every query to
+        the fleet's lake through that daemon (the loop of a daemon in a fleet reads every daemon's runs)."""
+        base, _, query = url.partition("?")
+        self.target = base.rstrip("/")
+        self._sql_path = "/v1/sql" + (f"?{query}" if query else "")
         self._token = token
         self._timeout = timeout
         self._ssl = _ssl_context(ca_cert) if url.startswith("https://") else None
@@ -121,7 +124,7 @@ class DaemonClient:
         if self._token:
             headers["authorization"] = f"Bearer {self._token}"
         request = urllib.request.Request(
-            f"{self.target}/v1/sql", data=body, headers=headers, method="POST"
+            f"{self.target}{self._sql_path}", data=body, headers=headers, method="POST"
         )
         try:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as response:

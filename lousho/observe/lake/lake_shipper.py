@@ -32,7 +32,7 @@ import pyarrow as pa
 from lousho.observe.errors import LakeFailed, LakeUnavailable
 from lousho.observe.lake import lake_schema
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
-from lousho.observe.lake.lake_lease import UpkeepLease
+from lousho.observe.lake.lake_lease import UPKEEP, FleetLeases
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +77,11 @@ class LakeShipper:
     def __init__(self, target: LakeTarget, reader: Callable[[], duckdb.DuckDBPyConnection], name: str, *,
                  raise_floor: Callable[[int], None], every_s: float = EVERY_S, max_rows: int = MAX_ROWS,
                  python: str | None = None, upkeep_every_s: float = UPKEEP_EVERY_S,
-                 retention_s: float = RETENTION_S) -> None:
+                 retention_s: float = RETENTION_S, leases: FleetLeases | None = None) -> None:
         self.target, self.name = target, name
         self._reader, self._every_s, self._max_rows, self._python = reader, every_s, max_rows, python
         self._client: LakeClient | None = None
-        self._lease = UpkeepLease(target.catalog)
+        self.leases = leases if leases is not None else FleetLeases(target.catalog)
         self._upkeep_every_s, self._retention_s = upkeep_every_s, retention_s
         self._upkeep_at = time.monotonic() + upkeep_every_s
         self._stop = threading.Event()
@@ -180,7 +180,7 @@ class LakeShipper:
 
     def upkeep(self) -> bool:
         """Run the lake's upkeep if this daemon holds the lease (one daemon of the fleet at a time)."""
-        self.state.upkeep_holder = self._lease.try_hold()
+        self.state.upkeep_holder = self.leases.try_hold(UPKEEP)
         if not self.state.upkeep_holder:
             return False
         if self._client is None:
@@ -204,4 +204,4 @@ class LakeShipper:
         if self._client is not None:
             self._client.close()
             self._client = None
-        self._lease.close()
+        self.leases.close()

@@ -289,8 +289,15 @@ class Trigger:
     def __init__(self, config: TriggerConfig, reader_factory: Callable[[], duckdb.DuckDBPyConnection], *,
                  sql_timeout_s: float = 30.0, log: Callable[[str], None] = _stderr,
                  on_poll: Callable[[], None] = lambda: None,
-                 on_reading: Callable[[str, Reading], None] = lambda name, reading: None) -> None:
+                 on_reading: Callable[[str, Reading], None] = lambda name, reading: None,
+                 query: Callable[[str, list[Any], float], sql_api.QueryResult] | None = None,
+                 lease: Callable[[str], bool] | None = None) -> None:
         self.config = config
+        # In a fleet (observe/lake/): the runs are read from the lake, every daemon's, by ``query``, and an agent is
+        # watched only while ``lease(name)`` says this daemon holds its trigger (one daemon at a time).
+        self._query = query
+        self._lease = lease
+        self._holding: dict[str, bool] = {}
         self._on_poll = on_poll
         self._on_reading = on_reading
         self._detectors: dict[str, Detector] = {}  # agent -> its live revision's CUSUM
@@ -332,6 +339,8 @@ class Trigger:
                 if self._stop.is_set():
                     break
                 try:
+                    if not self._holds(agent):
+                        continue
                     self.poll(agent)
                     self._on_poll()
                 except Exception:
@@ -339,6 +348,35 @@ class Trigger:
                     # watch; the traceback goes to the daemon's log and the next poll tries again.
                     logger.exception("lousho trigger: poll of agent %s failed", agent.name)
             self._stop.wait(self.config.interval_s)
+
+    def _holds(self, agent: AgentSpec) -> bool:
+        """Whether this daemon watches ``agent`` now: always alone, in a fleet while it holds the agent's lease."""
+        if self._lease is None:
+            return True
+        holds = self._lease(f"trigger:{agent.name}")
+        if self._holding.get(agent.name) != holds:
+            self._holding[agent.name] = holds
+            self._log(f"lousho trigger: agent {agent.name} is watched "
+                      f"{'here (this daemon holds its lease)' if holds else 'by another daemon of the fleet'}")
+        return holds
+
+    def _run_query(self, con: duckdb.DuckDBPyConnection | None, query: str, params: list[Any]) -> sql_api.QueryResult:
+        if self._query is not None:
+            return self._query(query, params, self._sql_timeout_s)
+        assert con is not None
+        return sql_api.run_query(con, query, params, timeout=self._sql_timeout_s)
+
+    def _open(self) -> duckdb.DuckDBPyConnection | None:
+        if self._query is not None:
+            return None
+        con = self._reader_factory()
+        self._cursor = con
+        return con
+
+    def _close(self, con: duckdb.DuckDBPyConnection | None) -> None:
+        self._cursor = None
+        if con is not None:
+            con.close()
 
     def poll(self, agent: AgentSpec) -> None:
         """One look at ``agent``: reap its finished cycle, judge its live revision, act on a regression."""
@@ -371,14 +409,11 @@ class Trigger:
     def _live_outcomes(self, agent: AgentSpec) -> tuple[bool, str | None, list[bool]]:
         """Whether the agent has scored runs, its live revision (None: unversioned) and the outcomes to
         judge, oldest first (``live_window``)."""
-        con = self._reader_factory()
-        self._cursor = con
+        con = self._open()
         try:
-            result = sql_api.run_query(con, _LIVE_RUNS, [agent.name, 2 * self.config.window],
-                                       timeout=self._sql_timeout_s)
+            result = self._run_query(con, _LIVE_RUNS, [agent.name, 2 * self.config.window])
         finally:
-            self._cursor = None
-            con.close()
+            self._close(con)
         rows = result.table.to_pylist()
         if not rows:
             return False, None, []
@@ -387,10 +422,9 @@ class Trigger:
     def _watch(self, agent: AgentSpec) -> tuple[bool, str | None, Reading | None]:
         """Feed the live revision's CUSUM every run that ended since its last look: whether the agent has
         runs, the live revision (None: unversioned) and the detector's reading."""
-        con = self._reader_factory()
-        self._cursor = con
+        con = self._open()
         try:
-            rows = sql_api.run_query(con, _LIVE_REVISION, [agent.name], timeout=self._sql_timeout_s).table.to_pylist()
+            rows = self._run_query(con, _LIVE_REVISION, [agent.name]).table.to_pylist()
             if not rows or not rows[0]["runs"]:
                 return False, None, None
             revision = rows[0]["revision"]
@@ -404,14 +438,13 @@ class Trigger:
             cutoff = int((time.time() - self.config.settle_s) * 1e6)
             while not self._stop.is_set():
                 ended, run_id = detector.position or (-(2 ** 62), "")
-                batch = sql_api.run_query(con, _NEW_RUNS, [agent.name, revision, cutoff, ended, ended, run_id, _BATCH],
-                                          timeout=self._sql_timeout_s).table.to_pylist()
+                batch = self._run_query(con, _NEW_RUNS, [agent.name, revision, cutoff, ended, ended, run_id,
+                                                         _BATCH]).table.to_pylist()
                 detector.feed([Run(r["run_id"], r["ended_us"], r["passed"], r["session"]) for r in batch])
                 if len(batch) < _BATCH:
                     break
         finally:
-            self._cursor = None
-            con.close()
+            self._close(con)
         reading = detector.reading()
         self._on_reading(agent.name, reading)
         self._show(agent, reading)

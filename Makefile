@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Playwright drives the system Chromium (tests/observe/test_page_browser.py); never let it fetch a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: demo example test lint bench bench-heal clean postgres chromium agent-venvs node-frameworks lake-venv
+.PHONY: demo example test lint bench bench-heal clean postgres chromium agent-venvs node-frameworks lake-venv demo-fleet
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
@@ -77,6 +77,11 @@ node-frameworks: $(NODE_STAMP)
 	@touch $@
 
 lake-venv: .venv-lake/.installed
+
+# The fleet: three daemons, one Postgres (the lake's catalog), agents sending to each, one query seeing all
+# (examples/fleet/demo.py; docs/observe.md "The fleet").
+demo-fleet: $(STAMP) postgres lake-venv
+	$(BIN)/python examples/fleet/demo.py
 
 test: $(STAMP) lint postgres chromium agent-venvs node-frameworks lake-venv
 	$(BIN)/python -m pytest -q -n auto --dist loadfile

@@ -46,7 +46,34 @@ class Wiring:
     check_model_url: Callable[[str], None] = _accept
 
 
+def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) -> Path | None:
+    """``--config FILE``: a TOML table of the command's options (``lake = "postgresql://..."``, ``lake-data``,
+    ``port``, ...; dashes or underscores), taken as their defaults, so a flag or an environment variable given
+    as well still wins. An unknown key is a usage error, not a silent no-op."""
+    if path is None:
+        return None
+    import tomllib
+
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise click.BadParameter(f"cannot read {path}: {e}", ctx=ctx, param=param) from None
+    table = table.get("observe", table)  # a file may hold the daemon's table among others
+    names = {p.name for p in ctx.command.params if p.name}
+    defaults = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in names or name in ("config", "wiring"):
+            raise click.BadParameter(f"{path}: unknown option {key!r}", ctx=ctx, param=param)
+        defaults[name] = value
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return path
+
+
 @click.command()
+@click.option("--config", type=click.Path(path_type=Path, dir_okay=False), default=None, is_eager=True,
+              expose_value=False, callback=_read_config, metavar="FILE",
+              help="A TOML file of these options (e.g. the fleet's lake and lake-data); flags override it.")
 @click.option("--db", type=click.Path(path_type=Path), default=DEFAULT_DB, show_default=True,
               help="DuckDB file the daemon owns (created if missing).")
 @click.option("--host", default="127.0.0.1", show_default=True,

@@ -24,8 +24,13 @@ pytestmark = [pytest.mark.system, pytest.mark.slow]
 RUNS = "SELECT * EXCLUDE (started_at, ended_at) FROM runs ORDER BY run_id"
 
 
-def lake_daemon(tmp_path: Path, lake_url: str, name: str, *extra: str, env: dict[str, str] | None = None
-                ) -> DaemonProcess:
+def lake_daemon(tmp_path: Path, lake_url: str, name: str, *extra: str, env: dict[str, str] | None = None,
+                config_file: bool = False) -> DaemonProcess:
+    if config_file:  # the same options from a TOML file (--config), as a deployment would keep them
+        config = tmp_path / f"{name}.toml"
+        config.write_text(f'[observe]\nlake = "{lake_url}"\nlake-data = "{tmp_path / "lake-data"}"\n'
+                          f'lake_name = "{name}"\nlake-every = 0.3\n')
+        return start_daemon(tmp_path / name / "observe.duckdb", "--config", str(config), *extra, env=env)
     return start_daemon(tmp_path / name / "observe.duckdb", "--lake", lake_url, "--lake-data",
                         str(tmp_path / "lake-data"), "--lake-name", name, "--lake-every", "0.3", *extra, env=env)
 
@@ -40,7 +45,7 @@ def wait_for(check, timeout: float = 60.0):
 
 
 def test_three_daemons_one_lake_every_span_once_and_the_union_everywhere(tmp_path, lake_url):
-    daemons = [lake_daemon(tmp_path, lake_url, f"d{i}") for i in range(3)]
+    daemons = [lake_daemon(tmp_path, lake_url, f"d{i}", config_file=i == 2) for i in range(3)]
     try:
         sent = 0
         for i, daemon in enumerate(daemons):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
 from daemon_support import get, post, sql
 
@@ -127,6 +128,9 @@ def _spans(daemon: int, n: int) -> pa.Table:
              "JSON": pa.string()}
     required = {"trace_id": "t", "span_id": "s", "name": "n", "kind": "INTERNAL", "status_code": "OK"}
     for name, kind in lake_schema.SPAN_ROWS[1:]:
+        if name == "received_ns":
+            columns[name] = pa.array([1_000 + i for i in range(n)], pa.int64())
+            continue
         value = required.get(name, 0 if kind == "BIGINT" else None)
         columns[name] = pa.array([value] * n, kinds[kind])
     return pa.table(columns)
@@ -185,3 +189,38 @@ def _lake_rows(daemon, query: str) -> list[dict]:
 def _metric(daemon, name: str) -> float:
     text = get(daemon.url, "/metrics").body.decode()
     return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
+
+
+def test_the_upkeep_removes_a_span_that_reached_the_lake_from_two_daemons(tmp_path, lake_url):
+    """An SDK that re-sent a batch to another daemon of the fleet: the same spans committed by both. The upkeep
+    keeps one copy of each (and of its scores); a later upkeep finds nothing more to remove."""
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    with LakeClient(target) as writer:
+        writer.migrate()
+        shared = _spans(0, 500)
+        received = pa.array([1_000 + i for i in range(500)], pa.int64())
+        scores = _scores(shared)
+        assert writer.commit("d0", 1, {"span_batch": shared, "score_batch": scores}) == 500
+        later = shared.set_column(shared.schema.get_field_index("received_ns"), "received_ns",
+                                  pa.compute.add(received, 5_000))
+        assert writer.commit("d1", 1, {"span_batch": later.slice(0, 200), "score_batch": scores.slice(0, 200)}) == 200
+        assert writer.commit("d1", 2, {"span_batch": _spans(7, 100)}) == 100
+        assert writer.upkeep(3600)["duplicates_removed"] == 200
+        assert writer.upkeep(3600)["duplicates_removed"] == 0
+    with LakeClient(target, read_only=True) as reader:
+        table, _ = reader.query("SELECT count(*) AS n, count(DISTINCT span_key) AS k, max(received_ns) AS newest "
+                                "FROM spans WHERE span_key >> 64 = 1")
+        assert table.to_pylist() == [{"n": 500, "k": 500, "newest": 1_499}]  # the copy received first is kept
+        table, _ = reader.query("SELECT count(*) AS n FROM scores")
+        assert table.to_pylist() == [{"n": 500}]
+
+
+def _scores(spans: pa.Table) -> pa.Table:
+    n = spans.num_rows
+    kinds = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(),
+             "JSON": pa.string(), "INTEGER": pa.int32()}
+    columns: dict[str, pa.Array] = {"key_hi": spans["key_hi"], "key_lo": spans["key_lo"]}
+    for name, kind in lake_schema.SCORES[1:]:
+        value = {"seq": 0, "trace_id": "t", "span_id": "s", "time_ns": 1, "passed": True}.get(name)
+        columns[name] = pa.array([value] * n, kinds[kind])
+    return pa.table(columns)

@@ -77,6 +77,8 @@ _FIRST = (
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spans, scores and resources as the local store's (schema 9) without keys; runs and sessions computed from "
      "the spans; each daemon's positions, append-only", _FIRST),
+    ("the upkeep's de-duplication of spans that reached the lake twice: how far each run looked, append-only",
+     ("CREATE TABLE IF NOT EXISTS lousho_lake_dedup (checked_ns BIGINT, removed BIGINT, at_ns BIGINT)",)),
 )
 LAKE_SCHEMA_VERSION = len(MIGRATIONS)
 

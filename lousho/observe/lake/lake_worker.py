@@ -41,6 +41,8 @@ FAULT_ENV = "LOUSHO_OBSERVE_FAULT"
 # A test that forces two commits to meet names a file: before committing, each worker creates
 # ``<file>.<pid>`` and waits (up to 30 s) for ``<file>`` itself to exist.
 HOLD_ENV = "LOUSHO_LAKE_HOLD"
+# The de-duplication looks back this far past its last check: the daemons' clocks and commits still in flight.
+DEDUP_MARGIN_NS = 600 * 10**9
 
 
 def extension_path(name: str) -> str:
@@ -178,12 +180,45 @@ class Lake:
         """DuckLake's own upkeep, in its safe order: merge small files, expire old snapshots, then delete the files
         only those snapshots used. Never ``delete_orphaned_files``: it also takes the files of a transaction
         another daemon has written but not yet committed."""
+        removed = self._deduplicate() if self._has("lousho_lake_dedup") else 0
         # Counted through Arrow: the calls answer timestamps with time zones, which Python rows would need pytz for.
         merged = self._rows("CALL ducklake_merge_adjacent_files('lake')")
         since = f"now() - to_microseconds({int(older_than_s * 1e6)})"
         expired = self._rows(f"CALL ducklake_expire_snapshots('lake', older_than => {since})")
         cleaned = self._rows(f"CALL ducklake_cleanup_old_files('lake', older_than => {since})")
-        return {"merged": merged, "expired": expired, "deleted_files": cleaned}
+        return {"duplicates_removed": removed, "merged": merged, "expired": expired, "deleted_files": cleaned}
+
+    def _deduplicate(self) -> int:
+        """Remove the later copies of spans (and their scores) that reached the lake twice: a span an SDK re-sent to
+        another daemon of the fleet, or after its twin left the local filter's window. Each run looks at the keys
+        of the spans received since the last run (less a margin for the daemons' clocks and commits in flight)
+        against the whole table, keeps the copy received first, and records how far it looked, in one
+        transaction. A conflict with a commit of the same moment rolls it back; the next upkeep tries again."""
+        since = self.con.execute("SELECT coalesce(max(checked_ns), 0) - ? FROM lousho_lake_dedup",
+                                 [DEDUP_MARGIN_NS]).fetchone()[0]
+        self.con.execute("BEGIN")
+        try:
+            newest = self.con.execute("SELECT coalesce(max(received_ns), 0) FROM span_rows").fetchone()[0]
+            recent = "SELECT key_hi, key_lo FROM span_rows WHERE received_ns > $since"
+            removed = self.con.execute(f"""
+                DELETE FROM span_rows WHERE rowid IN (SELECT rowid FROM (
+                    SELECT rowid, row_number() OVER (PARTITION BY key_hi, key_lo ORDER BY received_ns, rowid) AS n
+                    FROM span_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""",
+                                       {"since": since}).fetchone()[0]
+            if removed:
+                self.con.execute(f"""
+                    DELETE FROM score_rows WHERE rowid IN (SELECT rowid FROM (
+                        SELECT rowid, row_number() OVER (PARTITION BY key_hi, key_lo, seq ORDER BY rowid) AS n
+                        FROM score_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""", {"since": since})
+            self.con.execute("INSERT INTO lousho_lake_dedup VALUES (?, ?, ?)", [newest, removed, time.time_ns()])
+            self.con.execute("COMMIT")
+        except duckdb.TransactionException:
+            self.con.execute("ROLLBACK")
+            return 0
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return int(removed)
 
     def _rows(self, statement: str) -> int:
         return self.con.execute(statement).to_arrow_table().num_rows

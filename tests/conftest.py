@@ -36,7 +36,7 @@ LONGEST_FIRST = (
     "observe/test_disk_full.py", "analysis/test_outage_windows.py", "examples/test_openai_agent.py",
     "test_demo.py", "observe/test_fuzz.py", "observe/test_decode_check.py", "recover/test_chaos_postgres.py",
     "observe/test_genai_revisions.py", "observe/test_native_decode.py", "analysis/test_tables.py",
-    "lake/test_lake_commits.py", "lake/test_lake_fleet.py",
+    "lake/test_lake_commits.py", "lake/test_lake_fleet.py", "examples/test_fleet_demo.py", "lake/test_lake_trigger.py",
 )
 
 

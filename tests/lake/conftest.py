@@ -1,4 +1,4 @@
-"""Fixtures for the fleet's lake: one throwaway Postgres (the catalog) for the module, a database per test."""
+"""Fixtures for the fleet's lake: one throwaway Postgres (the catalog) per test process, a database per test."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "observe"))
 from pg_support import PgServer, postgres_server  # noqa: E402
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pg_lake_server() -> Iterator[PgServer]:
     with postgres_server() as server:
         yield server

@@ -87,6 +87,10 @@ class DaemonConfig:
     # The lake's upkeep, by one daemon of the fleet at a time (lake/lake_lease.py), and how long its snapshots stay.
     lake_upkeep_every_s: float = 600.0
     lake_retention_s: float = 7 * 86_400.0
+    # In a fleet, the local store keeps this many days of traces (older ones leave once the lake holds them),
+    # looked at every local_prune_every_s while the loader is idle; None: the local store keeps everything.
+    local_days: float | None = None
+    local_prune_every_s: float = 3600.0
 
     def validate(self) -> DaemonConfig:
         """Refuse to listen beyond loopback without a token: anyone on the network could read."""
@@ -98,6 +102,9 @@ class DaemonConfig:
             _check_tls(self.tls_cert, self.tls_key)
         if (self.lake_catalog is None) != (self.lake_data is None):
             raise LakeIncomplete("--lake and --lake-data go together")
+        if self.local_days is not None and self.lake_catalog is None:
+            raise LakeIncomplete("--local-days needs --lake: without a lake the old traces would be lost",
+                                 hint="give --lake and --lake-data, or leave --local-days out to keep everything")
         return self
 
     @property

@@ -94,6 +94,9 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             raise
         lake_reader = LakeReader(target, config.lake_python)
         metrics.lake_state = shipper.state
+        if config.local_days is not None:
+            state = shipper.state
+            writer.keep_window(config.local_days, lambda: state.position, config.local_prune_every_s)
         shipper.start()
 
     def reader() -> duckdb.DuckDBPyConnection:

@@ -187,6 +187,11 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
                    "daemon of the fleet holding its lease.")
 @click.option("--lake-retention-days", type=click.FloatRange(min=0.0), default=7.0, show_default=True,
               help="Days the lake keeps old snapshots (time travel) before the upkeep expires them.")
+@click.option("--local-days", type=click.FloatRange(min=0.0, min_open=True), default=None, metavar="DAYS",
+              help="In a fleet: the local store keeps this many days of traces; older ones leave it once the lake "
+                   "holds them  [default: keep everything]")
+@click.option("--local-prune-every", type=click.FloatRange(min=0.05), default=3600.0, hidden=True,
+              help="Seconds between looks for traces past --local-days (each rebuilds the kept runs).")
 @click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
               help="`off` stops the regression trigger from starting cycles [env LOUSHO_IMPROVE].")
 def observe(
@@ -204,6 +209,7 @@ def observe(
     trigger_reference_hours: float = 24.0, trigger_settle: float = 30.0,
     lake: str | None = None, lake_data: Path | None = None, lake_name: str | None = None, lake_every: float = 2.0,
     lake_python: str | None = None, lake_upkeep_every: float = 600.0, lake_retention_days: float = 7.0,
+    local_days: float | None = None, local_prune_every: float = 3600.0,
     wiring: Wiring | None = None,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
@@ -242,6 +248,7 @@ def observe(
         sql_query_memory_bytes=_size("--sql-query-memory", sql_query_memory), send_timeout_s=send_timeout,
         lake_catalog=lake, lake_data=lake_data, lake_name=lake_name, lake_every_s=lake_every, lake_python=lake_python,
         lake_upkeep_every_s=lake_upkeep_every, lake_retention_s=lake_retention_days * 86_400,
+        local_days=local_days, local_prune_every_s=local_prune_every,
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None

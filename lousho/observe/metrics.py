@@ -22,6 +22,7 @@ class Metrics:
     spans_accepted: int = 0
     spans_rejected: int = 0
     spans_duplicate: int = 0
+    spans_pruned: int = 0
     values_nulled: int = 0
     requests_refused_full: int = 0
     requests_bad: int = 0
@@ -121,6 +122,9 @@ class Metrics:
                  self.spans_rejected),
                 ("lousho_spans_duplicate_total", "counter", "spans already stored",
                  self.spans_duplicate),
+                ("lousho_spans_pruned_total", "counter",
+                 "spans past the local window (--local-days) removed from the store once the lake held them",
+                 self.spans_pruned),
                 ("lousho_values_nulled_total", "counter",
                  "promoted values their column cannot hold, stored as NULL (raw attributes keep them)",
                  self.values_nulled),

@@ -25,7 +25,7 @@ from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 from lousho.observe.errors import ObserveError, StoreCorrupt, StoreDiskFull, StoreMissing, StoreUnwritable
 from lousho.observe.runs import runs_table
 from lousho.observe.runs.runs_fold import RunsFold
-from lousho.observe.store import schema, store_compaction, store_damage
+from lousho.observe.store import local_window, schema, store_compaction, store_damage
 from lousho.observe.store.recent_keys import DEFAULT_CAPACITY, RecentKeys, first_occurrences
 
 logger = logging.getLogger(__name__)
@@ -342,6 +342,17 @@ class SpanStore:
                 removed = store_compaction.compact(self._con, _REFOLD)
             self._recent.unsure = False  # only once done: a failed run must be retried, not marked checked
             return removed
+        except duckdb.Error as e:
+            self._note_damage(e)
+            raise
+
+    def prune(self, cutoff_ns: int, shipped: int) -> int:
+        """Remove the traces ended before ``cutoff_ns`` whose rows the lake holds (local_window.py)."""
+        if self.damaged is not None or self.disk_full is not None:
+            return 0
+        try:
+            with self._fold.lock:  # the kept runs are made again: not while a fold writes them
+                return local_window.prune(self._con, cutoff_ns, shipped, _REFOLD)
         except duckdb.Error as e:
             self._note_damage(e)
             raise

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,8 @@ class Writer:
         self._loading_since: int | None = None  # accepted_ns of the oldest record being loaded now
         self._since_checkpoint = 0  # bytes loaded since the last checkpoint
         self._compact_every_s = compact_every_s
+        self._window: tuple[float, Callable[[], int], float] | None = None
+        self._pruned_at = 0.0
         self._compacted_at = time.monotonic()
         self._committed_since_compaction = False
         self._recover_at = 0.0  # monotonic: when to look for room again while the disk is full
@@ -326,6 +329,7 @@ class Writer:
                     self._recover()
                 elif self._store.damaged is None:
                     self._compact()
+                    self._prune()
                 continue
             if self._commit_delay:
                 time.sleep(self._commit_delay)
@@ -496,6 +500,32 @@ class Writer:
             return
         if removed:
             self._metrics.add(spans_accepted=-removed, spans_duplicate=removed)
+
+    def keep_window(self, days: float, shipped: Callable[[], int], every_s: float) -> None:
+        """In a fleet: traces older than ``days`` leave the store once ``shipped()`` (the lake's position) covers
+        them, checked at most every ``every_s`` while idle (store/local_window.py)."""
+        self._window = (days, shipped, every_s)
+        self._pruned_at = time.monotonic()
+
+    def _prune(self) -> None:
+        if self._window is None:
+            return
+        days, shipped, every_s = self._window
+        if time.monotonic() - self._pruned_at < every_s:
+            return
+        self._pruned_at = time.monotonic()
+        try:
+            removed = self._store.prune(time.time_ns() - int(days * 86_400e9), shipped())
+        except Exception as e:  # deliberate: the old traces stay until the next try; nothing is lost
+            if is_disk_full(e):
+                self._sync_disk_state()
+                return
+            logger.exception("pruning the local window failed")
+            return
+        if removed:
+            self._metrics.add(spans_pruned=removed)
+            logger.info("the local window: %d spans older than %g days left the store (the lake keeps them)",
+                        removed, days)
 
     def _checkpoint(self, wait: bool = False) -> None:
         """Fold the WAL into the database file, then let the spool delete what that made safe."""

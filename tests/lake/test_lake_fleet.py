@@ -80,10 +80,14 @@ def test_three_daemons_one_lake_every_span_once_and_the_union_everywhere(tmp_pat
         lake = connect(lake=lake_url, lake_data=tmp_path / "lake-data")
         stores = [connect(d.url) for d in daemons]
         try:
+            # A cycle started by a daemon in a fleet reads through it with ?scope=lake (its --observe URL).
+            through_daemon = connect(daemons[1].url + "?scope=lake")
             for agent in ("coder", "triage"):
                 over_lake = _cases(cases_from_failures(lake, agent, revision="rev-a1").to_dicts())
                 union = _cases(r for s in stores for r in cases_from_failures(s, agent, "rev-a1").to_dicts())
                 assert over_lake and over_lake == union
+                assert _cases(cases_from_failures(through_daemon, agent, "rev-a1").to_dicts()) == union
+            through_daemon.close()
         finally:
             lake.close()
             for store in stores:

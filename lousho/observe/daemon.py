@@ -72,28 +72,31 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
             print(warning, file=sys.stderr, flush=True)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window,
                       memory_limit=f"{config.memory_limit}B")
-    try:
-        writer = Writer(store, metrics, capacity_bytes=config.queue_bytes, spool_dir=config.spool_dir,
-                        spool_bytes=config.spool_bytes, load_interval_s=config.load_interval_s,
-                        commit_delay=config.commit_delay_s)
-    except BaseException:
-        store.close()
-        raise
-
     shipper = lake_reader = None
     if config.lake_catalog is not None and config.lake_data is not None:
         target = LakeTarget(config.lake_catalog, str(config.lake_data))
+        # Before the writer: its replay of the spool commits at once, and no commit may take a number the lake
+        # already holds for this daemon (the shipper raises the store's floor to its position).
         try:
             shipper = LakeShipper(target, store.reader, config.lake_name or default_name(str(config.db.resolve())),
                                   raise_floor=store.raise_commit_seq, every_s=config.lake_every_s,
                                   python=config.lake_python, upkeep_every_s=config.lake_upkeep_every_s,
                                   retention_s=config.lake_retention_s)
         except BaseException:
-            writer.close()
             store.close()
             raise
         lake_reader = LakeReader(target, config.lake_python)
         metrics.lake_state = shipper.state
+    try:
+        writer = Writer(store, metrics, capacity_bytes=config.queue_bytes, spool_dir=config.spool_dir,
+                        spool_bytes=config.spool_bytes, load_interval_s=config.load_interval_s,
+                        commit_delay=config.commit_delay_s)
+    except BaseException:
+        if shipper is not None:
+            shipper.close(flush_timeout_s=0)
+        store.close()
+        raise
+    if shipper is not None:
         if config.local_days is not None:
             state = shipper.state
             writer.keep_window(config.local_days, lambda: state.position, config.local_prune_every_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,6 +222,10 @@ def observe(
     if token and click.get_current_context().get_parameter_source("token") is ParameterSource.COMMANDLINE:
         click.echo("lousho observe: warning: --token on the command line is visible to every user of this machine "
                    "in the process list; use --token-file or LOUSHO_TOKEN instead", err=True)
+    if lake and "@" in lake and urllib.parse.urlsplit(lake).password and \
+            click.get_current_context().get_parameter_source("lake") is ParameterSource.COMMANDLINE:
+        click.echo("lousho observe: warning: the password in --lake is visible to every user of this machine in "
+                   "the process list; use LOUSHO_LAKE, a --config file or ~/.pgpass instead", err=True)
     # Checked before serve(): a bad --agent is a usage error before any port is bound or file created.
     specs = parse_agents(agents)
     for spec in specs:

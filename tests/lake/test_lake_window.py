@@ -71,3 +71,10 @@ def test_local_days_without_a_lake_is_refused(tmp_path):
     out = subprocess.run([sys.executable, "-m", "lousho", "observe", "--db", str(tmp_path / "o.duckdb"),
                           "--local-days", "7"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "LOUSHO_LAKE_INCOMPLETE" in out.stderr, out.stderr
+
+
+def test_a_lake_password_on_the_command_line_is_warned_about(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "lousho", "sql", "--lake", "postgresql://u:secret@127.0.0.1:1/x",
+                          "--lake-data", str(tmp_path / "d"), "SELECT 1"], capture_output=True, text=True, timeout=60)
+    assert "warning: the password in --lake is visible" in out.stderr
+    assert out.returncode != 0 and "LOUSHO_LAKE_UNAVAILABLE" in out.stderr and "secret" not in out.stderr

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +181,10 @@ def _lake_sql(lake: str | None, lake_data: Path | None, query: str, fmt: str) ->
 
     if lake is None or lake_data is None:
         raise click.UsageError("--lake and --lake-data go together")
+    if urllib.parse.urlsplit(lake).password and \
+            click.get_current_context().get_parameter_source("lake") is ParameterSource.COMMANDLINE:
+        click.echo("lousho sql: warning: the password in --lake is visible to every user of this machine in the "
+                   "process list; use LOUSHO_LAKE or ~/.pgpass instead", err=True)
     with LakeClient(LakeTarget(lake, str(lake_data)), read_only=True) as client:
         result = run_lake_query(client, query)
     print_table(result.table, fmt)

@@ -71,9 +71,9 @@ node-frameworks: $(NODE_STAMP)
 
 # The fleet's lake (lousho observe --lake) runs in an environment of its own: DuckLake's extensions exist on PyPI only
 # for DuckDB 1.5.5, and lousho's store is on DuckDB 2. The daemon finds it beside .venv (or at $LOUSHO_LAKE_PYTHON).
-.venv-lake/.installed: requirements-lake.txt
+.venv-lake/.installed: lousho/observe/lake/requirements.txt
 	@test -x .venv-lake/bin/python || $(PYTHON) -m venv .venv-lake
-	.venv-lake/bin/python -m pip install -q -r requirements-lake.txt
+	.venv-lake/bin/python -m pip install -q -r lousho/observe/lake/requirements.txt
 	@touch $@
 
 lake-venv: .venv-lake/.installed

@@ -19,6 +19,7 @@ COMMANDS = {
     "sql": "lousho.observe.client.cli:sql",
     "runs": "lousho.observe.client.cli:runs",
     "sessions": "lousho.observe.client.sessions_cli:sessions",
+    "lake": "lousho.observe.lake.lake_cli:lake",
     "stats": "lousho.analysis.cli:stats",
     "agent": "lousho.agent.cli:agent",
     "models": "lousho.models.cli:models",

@@ -217,9 +217,8 @@ class LakeUnavailable(ObserveError):
 
     code = "LOUSHO_LAKE_UNAVAILABLE"
     retryable = True
-    hint = ("build the lake's environment (`make lake-venv`, or `python3 -m venv V && V/bin/pip install duckdb==1.5.5 "
-            "duckdb-extension-ducklake==1.5.5 duckdb-extension-postgres-scanner==1.5.5 pyarrow`) and point "
-            "LOUSHO_LAKE_PYTHON at V/bin/python; check the catalog URL and that Postgres answers")
+    hint = ("check the catalog URL and that Postgres answers; the lake's environment is built by `lousho lake setup` "
+            "(or `make lake-venv` in a checkout), or point LOUSHO_LAKE_PYTHON at one")
 
 
 class LakeFailed(ObserveError):

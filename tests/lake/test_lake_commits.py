@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
 from daemon_support import get, post, sql
+from lake_rows import scores_table, spans_table
 
 from lousho.observe import instrument
 from lousho.observe.client.process import start_daemon
@@ -75,7 +76,7 @@ def test_two_daemons_committing_at_one_instant_both_succeed(tmp_path, lake_url, 
     results: dict[int, int] = {}
     try:
         def commit(i: int) -> None:
-            results[i] = clients[i].commit(f"d{i}", 1, {"span_batch": _spans(i, 1000)})
+            results[i] = clients[i].commit(f"d{i}", 1, {"span_batch": spans_table(i, 1000)})
 
         threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
         for thread in threads:
@@ -119,21 +120,6 @@ def test_a_daemon_whose_lake_is_unreachable_does_not_start_and_says_why(tmp_path
         start_daemon(tmp_path / "d" / "observe.duckdb", "--lake", "postgresql://postgres:x@127.0.0.1:1/nowhere",
                      "--lake-data", str(tmp_path / "data"), timeout=60)
     assert "LOUSHO_LAKE" in str(raised.value)
-
-
-def _spans(daemon: int, n: int) -> pa.Table:
-    columns: dict[str, pa.Array] = {"key_hi": pa.array([daemon + 1] * n, pa.uint64()),
-                                    "key_lo": pa.array(range(n), pa.uint64())}
-    kinds = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(),
-             "JSON": pa.string()}
-    required = {"trace_id": "t", "span_id": "s", "name": "n", "kind": "INTERNAL", "status_code": "OK"}
-    for name, kind in lake_schema.SPAN_ROWS[1:]:
-        if name == "received_ns":
-            columns[name] = pa.array([1_000 + i for i in range(n)], pa.int64())
-            continue
-        value = required.get(name, 0 if kind == "BIGINT" else None)
-        columns[name] = pa.array([value] * n, kinds[kind])
-    return pa.table(columns)
 
 
 def _post_json(url: str, query: str) -> dict:
@@ -197,14 +183,14 @@ def test_the_upkeep_removes_a_span_that_reached_the_lake_from_two_daemons(tmp_pa
     target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
     with LakeClient(target) as writer:
         writer.migrate()
-        shared = _spans(0, 500)
+        shared = spans_table(0, 500)
         received = pa.array([1_000 + i for i in range(500)], pa.int64())
-        scores = _scores(shared)
+        scores = scores_table(shared)
         assert writer.commit("d0", 1, {"span_batch": shared, "score_batch": scores}) == 500
         later = shared.set_column(shared.schema.get_field_index("received_ns"), "received_ns",
                                   pa.compute.add(received, 5_000))
         assert writer.commit("d1", 1, {"span_batch": later.slice(0, 200), "score_batch": scores.slice(0, 200)}) == 200
-        assert writer.commit("d1", 2, {"span_batch": _spans(7, 100)}) == 100
+        assert writer.commit("d1", 2, {"span_batch": spans_table(7, 100)}) == 100
         assert writer.upkeep(3600)["duplicates_removed"] == 200
         assert writer.upkeep(3600)["duplicates_removed"] == 0
     with LakeClient(target, read_only=True) as reader:
@@ -213,14 +199,3 @@ def test_the_upkeep_removes_a_span_that_reached_the_lake_from_two_daemons(tmp_pa
         assert table.to_pylist() == [{"n": 500, "k": 500, "newest": 1_499}]  # the copy received first is kept
         table, _ = reader.query("SELECT count(*) AS n FROM scores")
         assert table.to_pylist() == [{"n": 500}]
-
-
-def _scores(spans: pa.Table) -> pa.Table:
-    n = spans.num_rows
-    kinds = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(),
-             "JSON": pa.string(), "INTEGER": pa.int32()}
-    columns: dict[str, pa.Array] = {"key_hi": spans["key_hi"], "key_lo": spans["key_lo"]}
-    for name, kind in lake_schema.SCORES[1:]:
-        value = {"seq": 0, "trace_id": "t", "span_id": "s", "time_ns": 1, "passed": True}.get(name)
-        columns[name] = pa.array([value] * n, kinds[kind])
-    return pa.table(columns)

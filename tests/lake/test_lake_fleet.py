@@ -77,6 +77,13 @@ def test_three_daemons_one_lake_every_span_once_and_the_union_everywhere(tmp_pat
                              timeout=120)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) == [{"n": sent, "keys": sent}]
+        out = subprocess.run([sys.executable, "-m", "lousho", "runs", "--lake", lake_url, "--lake-data",
+                              str(tmp_path / "lake-data"), "--failed", "--limit", "500", "--json"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        failed = sorted(r["run_id"] for r in json.loads(out.stdout))
+        assert failed and failed == sorted(r["run_id"] for r in local_runs if r["status"] == "error" or
+                                           r["passed"] is False)
         lake = connect(lake=lake_url, lake_data=tmp_path / "lake-data")
         stores = [connect(d.url) for d in daemons]
         try:

@@ -48,6 +48,11 @@ def target_options(fn: Any) -> Any:
     fn = click.option("--token", envvar="LOUSHO_TOKEN", default=None,
                       help="The daemon's bearer token [env LOUSHO_TOKEN]; prefer the variable or "
                            "--token-file: a flag shows in the process list.")(fn)
+    fn = click.option("--lake-data", type=click.Path(path_type=Path), default=None, expose_value=False,
+                      callback=_remember, metavar="DIR", help="The lake's data directory (with --lake).")(fn)
+    fn = click.option("--lake", default=None, expose_value=False, callback=_remember, metavar="CATALOG",
+                      help="Read the fleet's DuckLake (every daemon's runs) through its catalog, a Postgres URL; "
+                           "with --lake-data.")(fn)
     fn = click.option("--db", type=click.Path(path_type=Path), envvar="LOUSHO_DB", default=None,
                       help="Read this store file directly (read-only) [env LOUSHO_DB].")(fn)
     fn = click.option("--url", envvar="LOUSHO_URL", default=None,
@@ -104,6 +109,9 @@ def open_store(url: str | None, db: Path | None, token: str | None) -> StoreClie
     if url and db:
         raise click.UsageError("give --url or --db, not both")
     meta = click.get_current_context().meta if click.get_current_context(silent=True) else {}
+    lake, lake_data = meta.get("lousho.observe.lake"), meta.get("lousho.observe.lake_data")
+    if lake is not None or lake_data is not None:
+        return _lake_store(lake, lake_data, url or db)
     token = _token(token, meta.get("lousho.observe.token_file"))
     ca_cert = meta.get("lousho.observe.ca_cert")
     if db is not None:
@@ -130,13 +138,9 @@ def _format(as_json: bool, as_csv: bool) -> str:
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header row.")
 @click.option("--allow-truncated", is_flag=True,
               help="Exit 0 when the daemon's row cap cut the result short (the warning still prints).")
-@click.option("--lake", "lake", envvar="LOUSHO_LAKE", default=None, metavar="CATALOG",
-              help="Query the fleet's DuckLake (every daemon's spans) instead of one store; with --lake-data.")
-@click.option("--lake-data", type=click.Path(path_type=Path), default=None, metavar="DIR",
-              help="The lake's data directory.")
 @click.argument("query")
 def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_csv: bool,
-        allow_truncated: bool, query: str, lake: str | None = None, lake_data: Path | None = None) -> None:
+        allow_truncated: bool, query: str) -> None:
     """Run one read-only SQL query over the store (tables spans, scores; view runs).
 
     Values print as the SQL API's JSON answer maps them (docs/observe.md). When the daemon's row cap
@@ -144,9 +148,6 @@ def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_c
     --allow-truncated.
     """
     fmt = _format(as_json, as_csv)
-    if lake is not None or lake_data is not None:
-        _lake_sql(lake, lake_data, query, fmt)
-        return
     store = open_store(url, db, token)
     try:
         # The daemon maps the values to their JSON form, or writes the CSV, itself: printing its answer needs
@@ -175,19 +176,26 @@ def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_c
         click.echo(f"warning {truncated.code}: {truncated.message}", err=True)
 
 
-def _lake_sql(lake: str | None, lake_data: Path | None, query: str, fmt: str) -> None:
-    from lousho.observe.lake.lake_client import LakeClient, LakeTarget
-    from lousho.observe.lake.lake_query import run_lake_query
+def _lake_store(lake: str | None, lake_data: Path | None, other: object) -> StoreClient:
+    from lousho.observe.client.store_client import LakeStoreClient
 
     if lake is None or lake_data is None:
         raise click.UsageError("--lake and --lake-data go together")
-    if urllib.parse.urlsplit(lake).password and \
-            click.get_current_context().get_parameter_source("lake") is ParameterSource.COMMANDLINE:
-        click.echo("lousho sql: warning: the password in --lake is visible to every user of this machine in the "
-                   "process list; use LOUSHO_LAKE or ~/.pgpass instead", err=True)
-    with LakeClient(LakeTarget(lake, str(lake_data)), read_only=True) as client:
-        result = run_lake_query(client, query)
-    print_table(result.table, fmt)
+    if other is not None:
+        raise click.UsageError("give --lake or --url/--db, not both")
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and urllib.parse.urlsplit(lake).password and _given_on_command_line(ctx, "lake"):
+        click.echo("lousho: warning: the password in --lake is visible to every user of this machine in the "
+                   "process list; use ~/.pgpass (PGPASSFILE) instead", err=True)
+    return LakeStoreClient(lake, Path(lake_data))
+
+
+def _given_on_command_line(ctx: click.Context, name: str) -> bool:
+    while ctx is not None:
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            return True
+        ctx = ctx.parent  # type: ignore[assignment]
+    return False
 
 
 RUN_COLUMNS = (

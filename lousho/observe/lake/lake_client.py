@@ -24,6 +24,8 @@ from lousho.observe.lake import lake_schema
 from lousho.observe.lake.lake_worker import ipc_bytes, read_frame, write_frame
 
 PYTHON_ENV = "LOUSHO_LAKE_PYTHON"
+# Where ``lousho lake setup`` builds the lake's environment by default.
+DEFAULT_VENV = Path.home() / ".local" / "share" / "lousho" / "lake-venv"
 WORKER = Path(__file__).with_name("lake_worker.py")
 
 
@@ -56,13 +58,15 @@ class LakeTarget:
 
 def lake_python(configured: str | None = None) -> str:
     """The lake environment's Python: as configured, else $LOUSHO_LAKE_PYTHON, else ``.venv-lake`` beside this
-    environment (the layout ``make lake-venv`` builds)."""
-    for candidate in (configured, os.environ.get(PYTHON_ENV), str(Path(sys.prefix).parent / ".venv-lake/bin/python")):
+    environment (the layout ``make lake-venv`` builds), else where ``lousho lake setup`` builds it."""
+    for candidate in (configured, os.environ.get(PYTHON_ENV), str(Path(sys.prefix).parent / ".venv-lake/bin/python"),
+                      str(DEFAULT_VENV / "bin" / "python")):
         if candidate and Path(candidate).exists():
             return candidate
     raise LakeUnavailable("no Python environment for the lake: DuckLake needs DuckDB 1.5.5 and its extensions, "
                           f"which lousho's DuckDB 2 cannot load (looked at --lake-python, ${PYTHON_ENV}, "
-                          f"{Path(sys.prefix).parent / '.venv-lake'})")
+                          f"{Path(sys.prefix).parent / '.venv-lake'}, {DEFAULT_VENV})",
+                          hint="run `lousho lake setup` (or `make lake-venv` in a checkout)")
 
 
 class LakeClient:

@@ -62,6 +62,7 @@ from lousho.observe.trigger.detector import (
     Window,
     judge,
 )
+from lousho.observe.trigger.live_runs import BATCH, LIVE_REVISION, LIVE_RUNS, NEW_RUNS, live_window
 
 logger = logging.getLogger(__name__)
 
@@ -71,56 +72,6 @@ _CYCLE_STOP_S = 10.0
 _RETRY_CAP_S = 15 * 60.0
 # A cycle that cannot start (a usage error: bad flags, a directory gone) exits 2, as every lousho CLI does.
 _USAGE_EXIT = 2
-
-# One aggregation over the agent's runs per poll: the live revision (the newest one a run used; none of them
-# has one: the unversioned revision, NULL), then the newest scored runs of it and of the others, up to ? each.
-_LIVE_RUNS = """
-WITH r AS (
-    SELECT run_id, harness_revision, passed, started_ns
-    FROM runs
-    WHERE agent = ? AND NOT probe
-), live AS (
-    SELECT arg_max(harness_revision, started_ns) AS revision FROM r
-), scored AS (
-    SELECT r.*, live.revision AS live_revision, r.harness_revision IS NOT DISTINCT FROM live.revision AS is_live
-    FROM r, live WHERE r.passed IS NOT NULL
-), ranked AS (
-    SELECT *, row_number() OVER (PARTITION BY is_live ORDER BY started_ns DESC, run_id DESC) AS k FROM scored
-)
-SELECT live_revision AS revision, is_live, passed
-FROM ranked
-WHERE k <= ?
-ORDER BY started_ns DESC, run_id DESC
-"""
-_LIVE_REVISION = """
-SELECT arg_max(harness_revision, started_ns) AS revision, count(*) AS runs FROM runs
-WHERE agent = ? AND NOT probe
-"""
-# The revision's runs that ended after the detector's last one (ended_us, run_id) and before the cutoff.
-_NEW_RUNS = """
-SELECT run_id, passed, conversation_id AS session, epoch_us(ended_at) AS ended_us FROM runs
-WHERE agent = ? AND NOT probe AND harness_revision IS NOT DISTINCT FROM ? AND epoch_us(ended_at) <= ?
-  AND (epoch_us(ended_at) > ? OR (epoch_us(ended_at) = ? AND run_id > ?))
-ORDER BY ended_us, run_id
-LIMIT ?
-"""
-# Runs read per query; a look reads on until it has them all.
-_BATCH = 50_000
-
-
-def live_window(rows: list[dict[str, Any]], window: int) -> list[bool]:
-    """The outcomes the detector judges, oldest first, from ``rows`` (newest first, ``is_live`` and ``passed``):
-    the live revision's newest ``2 * window``; while it has fewer, its newest ``window`` after the ``window``
-    runs before them, of whatever revision: a new revision (a changed prompt) is watched against the one
-    before it, not only against itself."""
-    live = [i for i, r in enumerate(rows) if r["is_live"]]
-    if len(live) >= 2 * window or len(live) < window:
-        chosen = live[:2 * window]
-    else:
-        start = live[window - 1] + 1  # the row after the oldest of the live revision's newest window
-        chosen = live[:window] + list(range(start, min(start + window, len(rows))))
-    return [bool(rows[i]["passed"]) for i in reversed(chosen)]
-
 
 @dataclass(frozen=True)
 class AgentSpec:
@@ -411,7 +362,7 @@ class Trigger:
         judge, oldest first (``live_window``)."""
         con = self._open()
         try:
-            result = self._run_query(con, _LIVE_RUNS, [agent.name, 2 * self.config.window])
+            result = self._run_query(con, LIVE_RUNS, [agent.name, 2 * self.config.window])
         finally:
             self._close(con)
         rows = result.table.to_pylist()
@@ -424,7 +375,7 @@ class Trigger:
         runs, the live revision (None: unversioned) and the detector's reading."""
         con = self._open()
         try:
-            rows = self._run_query(con, _LIVE_REVISION, [agent.name]).table.to_pylist()
+            rows = self._run_query(con, LIVE_REVISION, [agent.name]).table.to_pylist()
             if not rows or not rows[0]["runs"]:
                 return False, None, None
             revision = rows[0]["revision"]
@@ -438,10 +389,10 @@ class Trigger:
             cutoff = int((time.time() - self.config.settle_s) * 1e6)
             while not self._stop.is_set():
                 ended, run_id = detector.position or (-(2 ** 62), "")
-                batch = self._run_query(con, _NEW_RUNS, [agent.name, revision, cutoff, ended, ended, run_id,
-                                                         _BATCH]).table.to_pylist()
+                batch = self._run_query(con, NEW_RUNS, [agent.name, revision, cutoff, ended, ended, run_id,
+                                                         BATCH]).table.to_pylist()
                 detector.feed([Run(r["run_id"], r["ended_us"], r["passed"], r["session"]) for r in batch])
-                if len(batch) < _BATCH:
+                if len(batch) < BATCH:
                     break
         finally:
             self._close(con)

@@ -249,10 +249,34 @@ def false_accept_rows(p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_
     drawn from each case's posterior: the mean is then the posterior-predictive P(accept | no effect)."""
     p = _rate_rows(p_rows)
     rng = np.random.default_rng(seed)
+    t1 = rng.binomial(2 * rules.runs[0], p)
+    return _estimate(_accept_given_totals(t1, p, rules, candidates, rng))
+
+
+def false_accept_given_totals(totals: ArrayLike, p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_PAIRED,
+                              *, candidates: int = 1, seed: int = 0) -> EstimatedRate:
+    """P(one candidate passes the paired training test | no effect, each case's stage-1 total ``totals``).
+
+    Under no effect a case's 2 r1 stage-1 runs are exchangeable whatever its rate, so given the totals
+    stage 1 is exact and free of the rates (the test's attained size). Only stage 2 needs rates, for its
+    totals: each replicate draws them from its own row of ``p_rows`` (e.g. the cases' posteriors given the
+    totals). Averaged over the totals' law the stage-1 part is the unconditional stage-1 rate, for every
+    vector of per-case rates; only the stage-2 part rests on the rows.
+    """
+    p = _rate_rows(p_rows)
+    t1 = np.asarray(totals, dtype=np.int64)
+    if t1.shape != (p.shape[1],) or np.any((t1 < 0) | (t1 > 2 * rules.runs[0])):
+        raise BadInputError("totals", t1.tolist(), f"one stage-1 total per case, each in 0..{2 * rules.runs[0]}")
+    rng = np.random.default_rng(seed)
+    return _estimate(_accept_given_totals(np.broadcast_to(t1, p.shape), p, rules, candidates, rng))
+
+
+def _accept_given_totals(t1: Int, p: NDArray[np.float64], rules: PairedRules, candidates: int,
+                         rng: np.random.Generator) -> NDArray[np.float64]:
+    """Per row, P(accept | its stage-1 totals, one sampled split of them and its stage-2 totals drawn at p)."""
     r1, r2 = rules.runs[0], rules.runs[1] - rules.runs[0]
     a1, a2 = rules.levels(candidates)
     replicates = p.shape[0]
-    t1 = rng.binomial(2 * r1, p)
     pmfs, inverse, shift1 = _laws(t1, r1)
     tails = _tails(pmfs)
     # Stage 1, exact given the totals: the attained size, the largest tail at or below the level.
@@ -276,8 +300,11 @@ def false_accept_rows(p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_
         need = critical - s1[rows] - inc_shift  # in the increment's shifted coordinates
         inside = np.clip(need, 0, inc_tails.shape[1] - 1)
         size2[rows] = np.where(need <= 0, 1.0, inc_tails[inc_inv, inside])
-    values = size1 + size2
-    return EstimatedRate(float(values.mean()), float(values.std(ddof=1) / np.sqrt(replicates)), replicates)
+    return size1 + size2
+
+
+def _estimate(values: NDArray[np.float64]) -> EstimatedRate:
+    return EstimatedRate(float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size)), values.size)
 
 
 def held_out_false_reject(p_base: ArrayLike, rules: PairedRules = DEFAULT_PAIRED, *, replicates: int = 20_000,

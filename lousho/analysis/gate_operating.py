@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -89,9 +90,7 @@ def training_gate_rate_given_totals(totals: Sequence[int], rules: GateRules = DE
     is that factor at p), and the cases are independent, so the mean of this rate over the totals is the
     rate at the true per-case rates, for every vector of them: what 3 base runs a case cannot give.
     """
-    if not totals:
-        raise BadInputError("totals", list(totals), "at least one case's total passes")
-    r = rules.runs
+    r = rules.runs  # no cases: both products are 1 and the rule cannot pass
     worse, helped = np.zeros(len(totals)), np.zeros(len(totals))
     for i, total in enumerate(totals):
         t, _ = _checks.counts(total, 2 * r)
@@ -101,6 +100,7 @@ def training_gate_rate_given_totals(totals: Sequence[int], rules: GateRules = DE
     return float(np.prod(1.0 - worse) - np.prod(1.0 - worse - helped))
 
 
+@lru_cache(maxsize=256)  # a few case counts per project; every decision asks again
 def training_gate_bound(cases: int, rules: GateRules = DEFAULT_RULES, grid: int = 10_001) -> float:
     """The largest P(the training gate passes | no effect) over every vector of ``cases`` per-case rates.
 
@@ -111,6 +111,8 @@ def training_gate_bound(cases: int, rules: GateRules = DEFAULT_RULES, grid: int 
     nothing higher (``tests/analysis/test_recorded_rates``). With the default rules it is two cases at 0.5,
     0.132 for any number of cases from 2 on (0.109 for one case).
     """
+    if cases == 0:
+        return 0.0  # the rule needs a case that helped
     cases = _checks.positive_int("cases", cases)
     p = np.linspace(0.0, 1.0, grid)
     worse, helped = training_case_laws(p, p, rules)

@@ -48,7 +48,7 @@ from lousho.improve.records import RunRecord
 RUNS = 3  # each side's stage-1 runs per case (GATE_REPEATS)
 COVER = 0.999  # the share of the outcomes the mean is taken over
 UNCOVERED = {"seed": 0.3, "paired": 0.05}  # the largest record given totals: what the last 0.1% can add
-REPLICATES = 1_000  # the paired records' stage-2 Monte Carlo here (a decision uses 20,000)
+REPLICATES = 1_000  # the paired records' stage-2 Monte Carlo here (a decision uses 5,000)
 OLD_REPLICATES = 10_000  # the old record's conditional Monte Carlo, which sampled stage 1 too
 MIXES = {
     "easy/hard 70/30": np.array([0.97] * 7 + [0.55] * 3),
@@ -105,7 +105,7 @@ def _split(totals: tuple[int, ...], base_first: bool = True) -> tuple[dict[str, 
 @pytest.fixture(scope="module")
 def fewer_replicates() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(paired_gate, "RATE_REPLICATES", REPLICATES)
+        patch.setattr(paired_gate, "TRAINING_REPLICATES", REPLICATES)
         yield
 
 

@@ -230,8 +230,9 @@ def training_rates(base: Mapping[str, list[RunRecord]], candidate: Mapping[str, 
     at = f"{m} training cases"
     pooled = (f"independent runs; under no effect a case's {2 * rules.runs} runs (base and candidate) are "
               "exchangeable, so given its total passes the candidate's share is hypergeometric whatever its rate: "
-              f"no per-case rates assumed; pooled passes [{_shown(totals)}] of {2 * rules.runs}; the mean over "
-              "the totals is the rate at the true per-case rates, for every vector of them; "
+              f"no per-case rates assumed; pooled passes [{_shown(totals)}] of {2 * rules.runs}; exact for these "
+              "totals, so it varies between decisions, and its mean over the totals is the rate at the true "
+              "per-case rates, for every vector of them; "
               f"{candidates} candidate{'s' if candidates != 1 else ''} tried in this step")
     out = [ErrorRate("training", "P(pass) for an edit with no real effect, one candidate", one, at,
                      "exact given each case's pooled passes (hypergeometric split)", pooled, 1),

@@ -25,6 +25,10 @@ deterministic; the paired figures of the first three at 4,000-10,000 replicates,
 - given the pooled totals (picked): seeds' 0% on every mix (exact: each case's factor is unbiased); paired
   0%, 0%, +3% (stage 1 exact, stage 2 summed over the stage-1 split and its totals drawn from the pooled
   one-Beta posterior; s.e. about 1% at the 1,000 replicates here).
+The spread of the records, root-mean-square error over the outcomes relative to the true rate: the seeds'
+0.94, 1.09, 0.81 given the totals against 0.43, 0.47, 0.32 before (unbiased for every vector costs that:
+the record is the rule's exact rate for each decision's totals); the paired 0.17, 0.14, 0.24 against 0.25,
+0.18, 0.29.
 """
 
 from __future__ import annotations

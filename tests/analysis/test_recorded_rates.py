@@ -225,6 +225,7 @@ def test_the_seeds_bound_row_is_the_rules_worst_case_times_the_candidates() -> N
         assert bound.value == pytest.approx(min(1.0, candidates * oc.training_gate_bound(cases)))
     assert oc.training_gate_bound(1) == pytest.approx(0.109375)  # one case at 0.5: P(C = B + 2 or more)
     assert oc.training_gate_bound(2) == oc.training_gate_bound(30) == pytest.approx(0.1315918)
+    assert oc.training_gate_bound(0) == oc.training_gate_rate_given_totals([]) == 0.0  # no case can help
 
 
 @pytest.mark.parametrize("cases", [2, 3, 5, 8])

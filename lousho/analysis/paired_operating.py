@@ -5,11 +5,12 @@ one shared set of base runs, stopping at the first accepted) on many replicates 
 p-values come from the same cached exact laws as ``paired`` (``null_pmf``), and the simulator's decisions
 are checked against ``paired.stage_one``/``stage_two`` stream by stream in the tests.
 
-``false_accept_rate`` is the rate a decision records: P(one candidate passes the training test | no
-effect) at the per-case base rates, by conditional Monte Carlo. Given each case's totals the candidate's
-passes are hypergeometric whatever the rates, so the stage-1 acceptance is computed exactly given the
-totals (the test's attained size) and stage 2 exactly given stage 1 and the stage-2 totals: only the
-totals are sampled, which leaves a standard error far below a plain simulation's.
+``false_accept_rate`` is P(one candidate passes the training test | no effect) at the per-case base
+rates, by conditional Monte Carlo. Given each case's totals the candidate's passes are hypergeometric
+whatever the rates, so the stage-1 acceptance is computed exactly given the totals (the test's attained
+size) and stage 2 exactly given stage 1 and the stage-2 totals: only the totals are sampled, which leaves
+a standard error far below a plain simulation's. A decision records ``false_accept_given_totals``: the
+same with its own stage-1 totals over both sides in place of sampled ones, so only stage 2's are drawn.
 """
 
 from __future__ import annotations

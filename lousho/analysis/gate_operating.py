@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,6 +18,7 @@ from scipy.special import bdtrc
 from lousho.analysis import _checks
 from lousho.analysis.errors import BadInputError
 from lousho.analysis.gates import DEFAULT_RULES, GateRules, cost_fails_arrays
+from lousho.analysis.paired import hypergeometric_pmf
 from lousho.analysis.stats import binomial_pmf, sign_test_p
 
 
@@ -77,6 +79,45 @@ def training_gate_rate(
     not_worse = np.prod([1.0 - worse_rate(b, c, rules) for b, c in cases])
     neither = np.prod([1.0 - worse_rate(b, c, rules) - helped_rate(b, c, rules) for b, c in cases])
     return float(not_worse - neither)
+
+
+def training_gate_rate_given_totals(totals: Sequence[int], rules: GateRules = DEFAULT_RULES) -> float:
+    """P(the training gate passes | no effect, each case's total passes over its 2 ``runs`` runs, both sides).
+
+    Under no effect a case's 2 r runs are exchangeable whatever its rate, so given its total t the
+    candidate's share is hypergeometric and the rule's rate is exact with no rate assumed. Each case's
+    factor is an unbiased estimate of its own factor in ``training_gate_rate`` (its mean over t ~ Bin(2r, p)
+    is that factor at p), and the cases are independent, so the mean of this rate over the totals is the
+    rate at the true per-case rates, for every vector of them: what 3 base runs a case cannot give.
+    """
+    r = rules.runs  # no cases: both products are 1 and the rule cannot pass
+    worse, helped = np.zeros(len(totals)), np.zeros(len(totals))
+    for i, total in enumerate(totals):
+        t, _ = _checks.counts(total, 2 * r)
+        share = hypergeometric_pmf(r, t)  # P(candidate passes c), c = 0..r
+        gain = 2 * np.arange(r + 1) - t  # candidate - base
+        worse[i], helped[i] = share[gain < 0].sum(), share[gain >= rules.min_gain].sum()
+    return float(np.prod(1.0 - worse) - np.prod(1.0 - worse - helped))
+
+
+@lru_cache(maxsize=256)  # a few case counts per project; every decision asks again
+def training_gate_bound(cases: int, rules: GateRules = DEFAULT_RULES, grid: int = 10_001) -> float:
+    """The largest P(the training gate passes | no effect) over every vector of ``cases`` per-case rates.
+
+    A case at rate 0 or 1 can show neither "helped" nor "worse" (its factors are 1), so k of the cases
+    active and the rest deterministic is always possible: the bound is the largest, over k <= ``cases``,
+    of k cases at one common rate, maximised over a grid of rates. That the worst vector has its active cases
+    at one rate is a numerical finding, not a theorem: a multistart optimiser over whole vectors finds
+    nothing higher (``tests/analysis/test_recorded_rates``). With the default rules it is two cases at 0.5,
+    0.132 for any number of cases from 2 on (0.109 for one case).
+    """
+    if cases == 0:
+        return 0.0  # the rule needs a case that helped
+    cases = _checks.positive_int("cases", cases)
+    p = np.linspace(0.0, 1.0, grid)
+    worse, helped = training_case_laws(p, p, rules)
+    k = np.arange(1, cases + 1)[:, None]
+    return float(((1.0 - worse) ** k - (1.0 - worse - helped) ** k).max())
 
 
 def held_out_reject_rate(

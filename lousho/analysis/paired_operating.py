@@ -5,17 +5,19 @@ one shared set of base runs, stopping at the first accepted) on many replicates 
 p-values come from the same cached exact laws as ``paired`` (``null_pmf``), and the simulator's decisions
 are checked against ``paired.stage_one``/``stage_two`` stream by stream in the tests.
 
-``false_accept_rate`` is the rate a decision records: P(one candidate passes the training test | no
-effect) at the per-case base rates, by conditional Monte Carlo. Given each case's totals the candidate's
-passes are hypergeometric whatever the rates, so the stage-1 acceptance is computed exactly given the
-totals (the test's attained size) and stage 2 exactly given stage 1 and the stage-2 totals: only the
-totals are sampled, which leaves a standard error far below a plain simulation's.
+``false_accept_rate`` is P(one candidate passes the training test | no effect) at the per-case base
+rates, by conditional Monte Carlo. Given each case's totals the candidate's passes are hypergeometric
+whatever the rates, so the stage-1 acceptance is computed exactly given the totals (the test's attained
+size) and stage 2 exactly given stage 1 and the stage-2 totals: only the totals are sampled, which leaves
+a standard error far below a plain simulation's. A decision records ``false_accept_given_totals``: the
+same with its own stage-1 totals over both sides in place of sampled ones, so only stage 2's are drawn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -68,12 +70,20 @@ def _laws(totals: Int, runs: int) -> tuple[NDArray[np.float64], Int, Int]:
     keys = counts[first, 1:].astype(float)
     width = runs * kind.shape[1] + 1
     size = 1 << max(int(width - 1).bit_length(), 1)
-    spectra = np.fft.rfft([hypergeometric_pmf(runs, k) for k in range(1, bins)], n=size)
-    logs = np.log(np.where(spectra == 0, 1e-300, spectra))
+    logs = _log_spectra(runs, size)
     # exp(a + ib) as exp(a)(cos b + i sin b): the same values, and numpy's complex exp is six times slower.
     real, imag = keys @ logs.real, keys @ logs.imag
     pmfs = np.clip(np.fft.irfft(np.exp(real) * (np.cos(imag) + 1j * np.sin(imag)), n=size)[:, :width], 0.0, None)
     return pmfs, inverse.reshape(-1), shift
+
+
+@lru_cache(maxsize=64)
+def _log_spectra(runs: int, size: int) -> NDArray[np.complex128]:
+    """The logs of the per-kind laws' Fourier transforms: the same few for every call (read-only, shared)."""
+    spectra = np.fft.rfft([hypergeometric_pmf(runs, k) for k in range(1, runs + 1)], n=size)
+    logs = np.log(np.where(spectra == 0, 1e-300, spectra))
+    logs.flags.writeable = False
+    return logs
 
 
 def _tails(pmfs: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -249,10 +259,56 @@ def false_accept_rows(p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_
     drawn from each case's posterior: the mean is then the posterior-predictive P(accept | no effect)."""
     p = _rate_rows(p_rows)
     rng = np.random.default_rng(seed)
+    t1 = rng.binomial(2 * rules.runs[0], p)
+    return _estimate(_accept_given_totals(t1, p, rules, candidates, rng))
+
+
+def false_accept_given_totals(totals: ArrayLike, p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_PAIRED,
+                              *, candidates: int = 1, seed: int = 0) -> EstimatedRate:
+    """P(one candidate passes the paired training test | no effect, each case's stage-1 total ``totals``).
+
+    Under no effect a case's 2 r1 stage-1 runs are exchangeable whatever its rate, so given the totals
+    stage 1 is exact and free of the rates (the test's attained size), and so is the law of the candidate's
+    stage-1 sum S1: stage 2 is summed over it exactly, not sampled. Only stage 2's totals need rates: each
+    replicate draws them at its own row of ``p_rows`` (e.g. the cases' posteriors given the totals). Averaged
+    over the totals' law the stage-1 part is the unconditional stage-1 rate for every vector of per-case rates;
+    only the stage-2 part rests on the rows.
+    """
+    p = _rate_rows(p_rows)
+    t1 = np.asarray(totals, dtype=np.int64)
+    if t1.size == 0:
+        return EstimatedRate(0.0, 0.0, p.shape[0])  # no cases: the candidate cannot come out ahead
+    r1, r2 = rules.runs[0], rules.runs[1] - rules.runs[0]
+    if t1.shape != (p.shape[1],) or np.any((t1 < 0) | (t1 > 2 * r1)):
+        raise BadInputError("totals", t1.tolist(), f"one stage-1 total per case, each in 0..{2 * r1}")
+    a1, a2 = rules.levels(candidates)
+    pmfs, _, shift = _laws(t1[None, :], r1)
+    tails = _tails(pmfs)[0]
+    size1 = float(np.where(tails <= a1 * SLACK, tails, 0.0).max())
+    # The S1 that go on: not accepted at stage 1, within the go-on level, the candidate ahead (2 S1 > T1).
+    s1 = shift[0] + np.arange(pmfs.shape[1])
+    go_on = (tails[:-1] > a1 * SLACK) & (tails[:-1] <= rules.go_on * SLACK) & (2 * s1 > t1.sum()) & (pmfs[0] > 0)
+    if not go_on.any():
+        return EstimatedRate(size1, 0.0, p.shape[0])
+    rng = np.random.default_rng(seed)
+    t2 = rng.binomial(2 * r2, p)
+    cum_pmfs, cum_inv, cum_shift = _laws(t1[None, :] + t2, rules.runs[1])
+    # The smallest cumulative S whose tail is at most the level, back in S's own coordinates.
+    critical = (_tails(cum_pmfs) > a2 * SLACK).sum(axis=1)[cum_inv] + cum_shift
+    inc_pmfs, inc_inv, inc_shift = _laws(t2, r2)
+    inc_tails = _tails(inc_pmfs)
+    need = critical[:, None] - s1[go_on][None, :] - inc_shift[:, None]  # in the increment's shifted coordinates
+    inside = np.clip(need, 0, inc_tails.shape[1] - 1)
+    accept2 = np.where(need <= 0, 1.0, inc_tails[inc_inv[:, None], inside])
+    return _estimate(size1 + accept2 @ pmfs[0][go_on])
+
+
+def _accept_given_totals(t1: Int, p: NDArray[np.float64], rules: PairedRules, candidates: int,
+                         rng: np.random.Generator) -> NDArray[np.float64]:
+    """Per row, P(accept | its stage-1 totals, one sampled split of them and its stage-2 totals drawn at p)."""
     r1, r2 = rules.runs[0], rules.runs[1] - rules.runs[0]
     a1, a2 = rules.levels(candidates)
     replicates = p.shape[0]
-    t1 = rng.binomial(2 * r1, p)
     pmfs, inverse, shift1 = _laws(t1, r1)
     tails = _tails(pmfs)
     # Stage 1, exact given the totals: the attained size, the largest tail at or below the level.
@@ -276,8 +332,11 @@ def false_accept_rows(p_rows: NDArray[np.float64], rules: PairedRules = DEFAULT_
         need = critical - s1[rows] - inc_shift  # in the increment's shifted coordinates
         inside = np.clip(need, 0, inc_tails.shape[1] - 1)
         size2[rows] = np.where(need <= 0, 1.0, inc_tails[inc_inv, inside])
-    values = size1 + size2
-    return EstimatedRate(float(values.mean()), float(values.std(ddof=1) / np.sqrt(replicates)), replicates)
+    return size1 + size2
+
+
+def _estimate(values: NDArray[np.float64]) -> EstimatedRate:
+    return EstimatedRate(float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size)), values.size)
 
 
 def held_out_false_reject(p_base: ArrayLike, rules: PairedRules = DEFAULT_PAIRED, *, replicates: int = 20_000,

@@ -65,8 +65,10 @@ candidates tried in turn against one set of base runs, held-out cases (a third a
 "Recorded" is the formula a decision records, at the true per-case rates: for the paired gate its
 conditional Monte Carlo rate, for the training test alone (the held-out test only lowers it); for the
 seeds' gate the oldest record, the exact rate at one pooled pass rate, far from the truth on mixed
-cases. A decision does not know the true rates: it integrates the exact rate over each case's
-empirical-Bayes posterior from its 3 base runs a case (docs/improve.md gives that record's bias).
+cases. A decision does not know the true rates and needs none at stage 1: under no effect a case's runs
+on both sides are exchangeable, so it takes the rate given each case's pooled passes over both sides'
+stage-1 runs, the paired test's stage 2 with its totals drawn from empirical-Bayes posteriors fitted to
+those runs (docs/improve.md gives that record's bias).
 Runs: mean agent runs per step with no effect, both sides.
 
 {no_effect}

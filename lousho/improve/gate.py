@@ -144,7 +144,7 @@ class Gate:
         cand_train = self.run_many(candidate, self.training, GATE_REPEATS)
         spent += _count(cand_train)
         rows = [self._row(c, base_train[c.id], cand_train[c.id]) for c in self.training]
-        rates = list(training_rates(base_train, self.rules, self.candidates))
+        rates = list(training_rates(base_train, cand_train, self.rules, self.candidates))
         unscorable = _unscorable(base_train, cand_train)
         if unscorable:
             return decision(False, f"cannot judge: {unscorable} gate runs could not be scored", rows, rates=rates)
@@ -210,31 +210,65 @@ class Gate:
                        base_tokens=sum(r.tokens for r in base), candidate_tokens=sum(r.tokens for r in candidate))
 
 
-def training_rates(base: Mapping[str, list[RunRecord]], rules: GateRules, candidates: int = 1) -> list[ErrorRate]:
-    """P(the seeds' training rule passes an edit with no real effect), exact given per-case base rates.
+def training_rates(base: Mapping[str, list[RunRecord]], candidate: Mapping[str, list[RunRecord]], rules: GateRules,
+                   candidates: int = 1) -> list[ErrorRate]:
+    """P(the seeds' training rule passes an edit with no real effect): given the cases' pooled passes, and its
+    bound over every vector of per-case rates; P(pass) for a lift of the first case (power).
 
-    Per case, not one pooled rate: with easy and hard cases mixed a pooled rate understates it 2-27 times.
-    Each case's rate is integrated over its empirical-Bayes posterior (``case_prior``), not plugged in:
-    the rule's rate is a product over cases, so the posterior mean is exact by quadrature per case.
+    Under no effect a case's base and candidate runs are draws of one rate, so the false-accept rate is
+    taken given each case's total passes over both sides (``oc.training_gate_rate_given_totals``): exact,
+    no rate assumed, and on average over the totals the rate at the true per-case rates for every vector
+    (estimates from the base's 3 runs, even empirical-Bayes ones, ran 29-30% low on clustered cases). The
+    power row needs the base's rates and the candidate's runs do not share them there, so it integrates
+    each case's rate over its empirical-Bayes posterior from the base's runs (``case_prior``).
     With several candidates tried against the same base runs the step's rate is at most c times one's.
     """
-    post = case_posteriors(base)
-    m = post.a.size
-    not_worse, neither = _training_laws(post, lambda p: p, rules)
-    one = _some_helped_none_worse(not_worse, neither)
-    lifted_not_worse, lifted_neither = _training_laws(post.first(), lambda p: np.minimum(p + 0.4, 1.0), rules)
-    lifted = _some_helped_none_worse(np.r_[lifted_not_worse, not_worse[1:]], np.r_[lifted_neither, neither[1:]])
-    model = rate_model(post, candidates, QUADRATURE)
-    method = "exact over per-case binomials, each case's rate integrated over its posterior"
-    out = [ErrorRate("training", "P(pass) for an edit with no real effect, one candidate", one,
-                     f"{m} training cases", method, model, 1),
-           ErrorRate("training", "P(pass) for an edit that lifts the first case by 0.4 (power)", lifted,
-                     f"{m} training cases", method, model, 1)]
+    ids = list(base)
+    totals = [_passes(base[i]) + _passes(candidate[i]) for i in ids]
+    m = len(ids)
+    one = oc.training_gate_rate_given_totals(totals, rules)
+    at = f"{m} training cases"
+    pooled = (f"independent runs; under no effect a case's {2 * rules.runs} runs (base and candidate) are "
+              "exchangeable, so given its total passes the candidate's share is hypergeometric whatever its rate: "
+              f"no per-case rates assumed; pooled passes [{_shown(totals)}] of {2 * rules.runs}; exact for these "
+              "totals, so it varies between decisions, and its mean over the totals is the rate at the true "
+              "per-case rates, for every vector of them; "
+              f"{candidates} candidate{'s' if candidates != 1 else ''} tried in this step")
+    out = [ErrorRate("training", "P(pass) for an edit with no real effect, one candidate", one, at,
+                     "exact given each case's pooled passes (hypergeometric split)", pooled, 1),
+           _power_rate(base, rules, candidates)]
     if candidates > 1:
         out.append(ErrorRate("training", f"P(some of {candidates} candidates passes) with no real effect",
-                             min(1.0, candidates * one), f"{m} training cases",
-                             "upper bound: candidates times one candidate's rate", model, candidates))
+                             min(1.0, candidates * one), at, "upper bound: candidates times one candidate's rate",
+                             pooled, candidates))
+    out.append(ErrorRate("training", "P(pass) with no real effect, for any per-case rates (the rule's bound)",
+                         min(1.0, candidates * oc.training_gate_bound(m, rules)), at,
+                         "largest over per-case rate vectors (some cases at one common rate on a grid of 10,001, "
+                         "the rest at 0 or 1), times the candidates",
+                         "independent runs; any per-case rates: the worst vector is taken to have its active "
+                         "cases at one common rate, which a multistart optimiser over whole vectors does not beat "
+                         f"(a numerical finding, not a proof); {candidates} candidate{'s' if candidates != 1 else ''}"
+                         " tried in this step, union bound", candidates))
     return out
+
+
+def _power_rate(base: Mapping[str, list[RunRecord]], rules: GateRules, candidates: int) -> ErrorRate:
+    """P(pass) for an edit that lifts the first case by 0.4, the rest unchanged, at the base's posteriors.
+
+    The rule's rate is a product over cases, so the posterior mean is exact by quadrature per case.
+    """
+    post = case_posteriors(base)
+    lifted_not_worse, lifted_neither = _training_laws(post.first(), lambda p: np.minimum(p + 0.4, 1.0), rules)
+    not_worse, neither = _training_laws(post, lambda p: p, rules)
+    lifted = _some_helped_none_worse(np.r_[lifted_not_worse, not_worse[1:]], np.r_[lifted_neither, neither[1:]])
+    return ErrorRate("training", "P(pass) for an edit that lifts the first case by 0.4 (power)", lifted,
+                     f"{post.a.size} training cases",
+                     "exact over per-case binomials, each case's rate integrated over its posterior",
+                     rate_model(post, candidates, QUADRATURE), 1)
+
+
+def _shown(values: Sequence[int]) -> str:
+    return ", ".join(map(str, values[:12])) + (", ..." if len(values) > 12 else "")
 
 
 def held_out_rates(base: Mapping[str, list[RunRecord]], rules: GateRules) -> list[ErrorRate]:

@@ -159,3 +159,24 @@ def test_the_held_out_guard_catches_a_harm_on_one_case_that_another_cases_noise_
     for rates in ([0.9, 0.6, 0.5], [0.97] * 5, [0.5, 0.5]):
         false = po.held_out_false_reject(rates, replicates=REPLICATES)
         assert false.rate <= 0.20 + 3 * false.se
+
+
+@pytest.mark.parametrize("totals", [(2, 3, 4, 5, 3, 3), (6, 4, 3, 3, 1, 2)])
+def test_the_rate_given_stage_one_totals_is_the_tests_own_verdicts_summed_over_every_split(totals: tuple) -> None:
+    """``false_accept_given_totals`` against ``paired.stage_one``/``stage_two`` on every way the stage-1
+    totals can split, weighted by its hypergeometric law; stage-2 rates at 0 or 1, so its totals are known."""
+    rates = np.array([0.0, 1.0, 1.0, 0.0, 1.0, 0.0])
+    later = (6 * rates).astype(int)  # the stage-2 totals: all passes or none, so their split is fixed too
+    expected, went_on = 0.0, 0.0
+    for c1 in itertools.product(*(range(max(t - 3, 0), min(t, 3) + 1) for t in totals)):
+        mass = float(np.prod([paired.hypergeometric_pmf(3, t)[c] for t, c in zip(totals, c1, strict=True)]))
+        b1 = [t - c for t, c in zip(totals, c1, strict=True)]
+        first = paired.stage_one(b1, list(c1))
+        if first.verdict == "continue":
+            went_on += mass
+            second = paired.stage_two([b + t // 2 for b, t in zip(b1, later, strict=True)],
+                                      [c + t // 2 for c, t in zip(c1, later, strict=True)])
+        expected += mass * (first.verdict == "accept" or (first.verdict == "continue" and second.verdict == "accept"))
+    got = po.false_accept_given_totals(totals, np.tile(rates, (50, 1)))
+    assert went_on > 0.05  # stage 2 is exercised
+    assert got.rate == pytest.approx(expected, rel=1e-9, abs=1e-12) and got.se == pytest.approx(0.0, abs=1e-12)

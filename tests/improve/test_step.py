@@ -65,7 +65,7 @@ def test_a_true_fix_becomes_a_proposal(tmp_path: Path, agent_model: ModelConfig)
     for rate in gate[0].evidence["error_rates"]:
         assert rate["model"] and rate["candidates"] >= 1
     training = [r for r in gate[0].evidence["error_rates"] if r["rule"] == "training"]
-    assert any("per-case base rates [" in r["model"] for r in training)
+    assert any("pooled passes [" in r["model"] and "posterior" in r["model"] for r in training)
     assert any(r["value"] == 0.05 and "bound" in r["method"] for r in training)
     assert result.cost.agent_runs > 0 and result.cost.requests > 0 and result.cost.tokens > 0
     card = format_improve_result(result)

@@ -132,7 +132,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         if config.grpc_port is not None:
             grpc_server, grpc_port = start_grpc(config, writer, metrics)
         app = build_app(config, writer, metrics, store.reader, page=page(reader) if page else None,
-                        lake=lake_reader)
+                        lake=lake_reader, lake_sync=shipper.wait_shipped if shipper is not None else None)
         server = _Server(
             uvicorn.Config(
                 app,

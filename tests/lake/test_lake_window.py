@@ -78,3 +78,23 @@ def test_a_lake_password_on_the_command_line_is_warned_about(tmp_path):
                           "--lake-data", str(tmp_path / "d"), "SELECT 1"], capture_output=True, text=True, timeout=60)
     assert "warning: the password in --lake is visible" in out.stderr
     assert out.returncode != 0 and "LOUSHO_LAKE_UNAVAILABLE" in out.stderr and "secret" not in out.stderr
+
+
+def test_a_lake_query_right_after_an_ack_sees_the_acked_spans(tmp_path, lake_url):
+    """Read your acks on the lake: with commits to the lake a minute apart, a ``scope=lake`` query sent right after
+    the ack still sees the spans, because the query waits until this daemon's store is in the lake."""
+    daemon = start_daemon(tmp_path / "d0" / "observe.duckdb", "--lake", lake_url, "--lake-data",
+                          str(tmp_path / "lake-data"), "--lake-name", "d0", "--lake-every", "60")
+    try:
+        for seed in range(2):
+            provider = instrument("acks", daemon.url)
+            emit_runs(provider, WorkloadPlan(runs=10, seed=seed))
+            assert provider.force_flush()
+            provider.shutdown()
+            reply = post(daemon.url, "/v1/sql?scope=lake", b'{"query": "SELECT count(*) AS n FROM spans"}',
+                         "application/json")
+            assert reply.status == 200
+            assert reply.json()["rows"] == sql(daemon.url, "SELECT count(*) AS n FROM spans") != [{"n": 0}]
+            assert reply.headers["x-lousho-lag-ms"] == "0"
+    finally:
+        assert daemon.stop() == 0, "\n".join(daemon.output[-30:])

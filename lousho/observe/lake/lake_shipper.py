@@ -57,6 +57,10 @@ _COMMITS = ("SELECT commit_seq, count(*) FROM (SELECT commit_seq FROM span_rows 
             "GROUP BY commit_seq ORDER BY commit_seq")
 
 
+_NEWEST = ("SELECT greatest((SELECT coalesce(max(commit_seq), 0) FROM span_rows), "
+           "(SELECT coalesce(max(commit_seq), 0) FROM scores))")
+
+
 def default_name(db: str) -> str:
     """A daemon's name in the lake: stable across restarts (its positions are kept under it)."""
     return f"{socket.gethostname()}:{db}"
@@ -86,6 +90,7 @@ class LakeShipper:
         self._upkeep_at = time.monotonic() + upkeep_every_s
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._shipped = threading.Condition()
         self.state = ShipperState()
         # Opened at start: a lake that cannot be reached or migrated is a clear error before any port is bound.
         self._connect()
@@ -117,7 +122,9 @@ class LakeShipper:
                 self._connect()
             assert self._client is not None
             sent += self._client.commit(self.name, upto, tables)
-            self.state.position = upto
+            with self._shipped:
+                self.state.position = upto
+                self._shipped.notify_all()
             self.state.commits += 1
             self.state.rows += tables["span_batch"].num_rows
             self.state.last_commit_ns = time.time_ns()
@@ -190,6 +197,22 @@ class LakeShipper:
         self.state.upkeeps += 1
         logger.info("lake upkeep: %s", done)
         return True
+
+    def wait_shipped(self, timeout_s: float) -> float:
+        """Read your acks on the lake: wait (at most ``timeout_s``) until the lake holds everything this daemon's
+        store has committed now; returns how far behind the lake still is, in seconds (0 when caught up)."""
+        con = self._reader()
+        try:
+            (newest,) = con.execute(_NEWEST).fetchone() or (0,)
+        finally:
+            con.close()
+        if newest <= self.state.position:
+            return 0.0
+        started = time.monotonic()
+        self.wake()
+        with self._shipped:
+            caught_up = self._shipped.wait_for(lambda: self.state.position >= newest, timeout_s)
+        return 0.0 if caught_up else time.monotonic() - started
 
     def wake(self) -> None:
         self._wake.set()

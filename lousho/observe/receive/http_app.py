@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,7 @@ def build_app(
     reader_factory: Any,
     page: Mounted | None = None,
     lake: LakeReader | None = None,
+    lake_sync: Callable[[float], float] | None = None,
 ) -> ASGIApp:
     """The ASGI app: routes, wrapped by the body limit, wrapped by the token check; beside them ``page``
     (the web page, which the CLI builds: observe imports no other part), with its own token layer."""
@@ -157,11 +159,16 @@ def build_app(
 
         def run() -> tuple[bytes, bool, int, float]:
             if scope == "lake" and lake is not None:
-                # The lake holds what every daemon committed to it (this one's within --lake-every of its acks).
+                # Read your acks on the lake too: this daemon's acked spans are loaded, then committed to the lake,
+                # before the query runs (both waits bounded by --read-wait); other daemons' within their --lake-every.
+                started = time.monotonic()
+                lag = writer.wait_loaded(config.read_wait_s)
+                if lake_sync is not None:
+                    lag += lake_sync(max(0.0, config.read_wait_s - (time.monotonic() - started)))
                 result = lake.run(doc["query"], doc.get("params"), timeout=config.sql_timeout_s,
                                   max_rows=config.sql_max_rows, max_query_bytes=config.sql_max_query_bytes)
                 encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
-                return encode(result), result.truncated, result.table.num_rows, 0.0
+                return encode(result), result.truncated, result.table.num_rows, lag
             # Read your acks: the query sees every request acked before it arrived, or says how far behind it is.
             lag = writer.wait_loaded(config.read_wait_s)
             con: duckdb.DuckDBPyConnection = reader_factory()

@@ -91,6 +91,8 @@ class DaemonConfig:
     # looked at every local_prune_every_s while the loader is idle; None: the local store keeps everything.
     local_days: float | None = None
     local_prune_every_s: float = 3600.0
+    # What the page at / shows: this daemon's store ("local") or, in a fleet, every daemon's runs ("lake").
+    page_scope: str = "local"
 
     def validate(self) -> DaemonConfig:
         """Refuse to listen beyond loopback without a token: anyone on the network could read."""
@@ -102,6 +104,8 @@ class DaemonConfig:
             _check_tls(self.tls_cert, self.tls_key)
         if (self.lake_catalog is None) != (self.lake_data is None):
             raise LakeIncomplete("--lake and --lake-data go together")
+        if self.page_scope == "lake" and self.lake_catalog is None:
+            raise LakeIncomplete("--page-scope lake needs --lake")
         if self.local_days is not None and self.lake_catalog is None:
             raise LakeIncomplete("--local-days needs --lake: without a lake the old traces would be lost",
                                  hint="give --lake and --lake-data, or leave --local-days out to keep everything")

@@ -76,13 +76,16 @@ def build_page(
     agents_registered: Sequence[AgentSpec] = (),
     recover_store: Path | None = None,
     sql_timeout_s: float = 30.0,
+    open_reader: Callable[[float], Reader] | None = None,
 ) -> ASGIApp:
-    """The page as an ASGI app, behind its token check and security headers."""
+    """The page as an ASGI app, behind its token check and security headers. ``open_reader`` (given a time limit)
+    replaces the store's cursor: the fleet's lake for a daemon with ``--page-scope lake``."""
     registered = {a.name: a for a in agents_registered}
 
     async def with_reader(render: Callable[[Reader], Response]) -> Response:
         def work() -> Response:
-            reader = Reader.open(reader_factory, sql_timeout_s)
+            reader = (open_reader(sql_timeout_s) if open_reader is not None
+                      else Reader.open(reader_factory, sql_timeout_s))
             try:
                 return render(reader)
             finally:

@@ -44,20 +44,29 @@ EXCERPT_CHARS = 2000
 
 @dataclass
 class Reader:
-    """Runs checked queries on one cursor; ``close`` when done."""
+    """Runs checked queries on one cursor, or through ``query`` (the fleet's lake: ``--page-scope lake``); ``close``
+    when done."""
 
-    con: duckdb.DuckDBPyConnection
+    con: duckdb.DuckDBPyConnection | None
     timeout: float
+    query: Callable[[str, list[Any] | None, int], sql_api.QueryResult] | None = None
 
     @classmethod
     def open(cls, factory: Callable[[], duckdb.DuckDBPyConnection], timeout: float) -> Reader:
         return cls(factory(), timeout)
 
+    def fetch(self, query: str, params: list[Any] | None = None, max_rows: int = 1_000_000) -> sql_api.QueryResult:
+        if self.query is not None:
+            return self.query(query, params, max_rows)
+        assert self.con is not None
+        return sql_api.run_query(self.con, query, params, timeout=self.timeout, max_rows=max_rows)
+
     def rows(self, query: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        return sql_api.run_query(self.con, query, params, timeout=self.timeout).table.to_pylist()
+        return self.fetch(query, params).table.to_pylist()
 
     def close(self) -> None:
-        self.con.close()
+        if self.con is not None:
+            self.con.close()
 
 
 def agents(reader: Reader, registered: list[str], limit: int, offset: int) -> list[dict[str, Any]]:
@@ -207,7 +216,7 @@ class ReaderStore:
         self._reader = reader
 
     def fetch(self, query: str, params: list[Any] | None = None) -> sql_api.QueryResult:
-        return sql_api.run_query(self._reader.con, query, params, timeout=self._reader.timeout, max_rows=2**62)
+        return self._reader.fetch(query, params, max_rows=2**62)
 
     def sql(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
         import polars as pl

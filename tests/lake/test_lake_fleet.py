@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_support import post, sql
+from daemon_support import get, post, sql
 
 from lousho.analysis.cases import cases_from_failures
 from lousho.observe import instrument
@@ -140,3 +140,28 @@ def _lake(daemon: DaemonProcess, query: str) -> list[dict]:
     reply = post(daemon.url, "/v1/sql?scope=lake", json.dumps({"query": query}).encode(), "application/json")
     assert reply.status == 200, reply.body
     return reply.json()["rows"]
+
+
+def test_the_page_of_a_daemon_with_the_lake_scope_shows_every_daemons_runs(tmp_path, lake_url):
+    sender = lake_daemon(tmp_path, lake_url, "d0")
+    viewer = lake_daemon(tmp_path, lake_url, "d1", "--page-scope", "lake")
+    try:
+        provider = instrument("host-0", sender.url)
+        summary = emit_runs(provider, WorkloadPlan(runs=12, seed=41))
+        provider.shutdown()
+        count = "SELECT count(*) AS n FROM runs"
+        assert wait_for(lambda: _lake(viewer, count) == [{"n": 12}])
+        page = get(viewer.url, "/")
+        assert page.status == 200
+        html = page.body.decode()
+        assert all(run_id in html for run_id in summary.run_ids[:10])
+        run = get(viewer.url, f"/runs/{summary.run_ids[0]}")
+        assert run.status == 200 and "invoke_agent" in run.body.decode()
+        agents = get(viewer.url, "/agents")
+        assert agents.status == 200 and "coder" in agents.body.decode()
+        # The sender's own page shows its store, as before.
+        assert summary.run_ids[0] in get(sender.url, "/").body.decode()
+        assert sql(viewer.url, count) == [{"n": 0}]  # the viewer's store holds none of them
+    finally:
+        for daemon in (sender, viewer):
+            assert daemon.stop() == 0, "\n".join(daemon.output[-30:])

@@ -184,6 +184,12 @@ class LakeShipper:
                 self._stop.wait(RETRY_S)
             except duckdb.Error as e:  # deliberate: the local store answers again on the next round
                 logger.warning("reading the local store for the lake failed: %s", e)
+            except Exception as e:
+                # Deliberately broad: the thread must outlive one bad round (the position is the lake's, so the next
+                # round sends the same rows again); the traceback goes to the daemon's log.
+                logger.exception("committing to the lake failed")
+                self._failed(e)
+                self._stop.wait(RETRY_S)
 
     def upkeep(self) -> bool:
         """Run the lake's upkeep if this daemon holds the lease (one daemon of the fleet at a time)."""

@@ -85,7 +85,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         except BaseException:
             store.close()
             raise
-        lake_reader = LakeReader(target, config.lake_python)
+        lake_reader = LakeReader(target, config.lake_python, processes=config.sql_workers)
         metrics.lake_state = shipper.state
     try:
         writer = Writer(store, metrics, capacity_bytes=config.queue_bytes, spool_dir=config.spool_dir,
@@ -180,7 +180,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
 def trigger_lake_query(config: DaemonConfig) -> Callable[[str, list[Any], float], QueryResult]:
     """The trigger's reads of the lake: a read-only lake process of its own (the SQL API's serves queries)."""
     assert config.lake_catalog is not None and config.lake_data is not None
-    lake = LakeReader(LakeTarget(config.lake_catalog, str(config.lake_data)), config.lake_python)
+    lake = LakeReader(LakeTarget(config.lake_catalog, str(config.lake_data)), config.lake_python, processes=1)
 
     def query(sql: str, params: list[Any], timeout_s: float) -> QueryResult:
         return lake.run(sql, params, timeout=timeout_s, max_rows=2**62)

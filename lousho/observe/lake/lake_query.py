@@ -34,28 +34,46 @@ def run_lake_query(client: LakeClient, query: str, params: list[Any] | None = No
 
 
 class LakeReader:
-    """The daemon's read-only lake process for ``/v1/sql?scope=lake``, started on first use and started again
-    after it stops; one query at a time."""
+    """Read-only lake processes for queries (``/v1/sql?scope=lake``, the trigger, the page): started on first use,
+    up to ``processes`` at once (each query holds one), and started again after one stops."""
 
-    def __init__(self, target: LakeTarget, python: str | None = None) -> None:
+    def __init__(self, target: LakeTarget, python: str | None = None, processes: int = 2) -> None:
         self.target, self._python = target, python
-        self._client: LakeClient | None = None
+        self._idle: list[LakeClient] = []
+        self._slots = threading.BoundedSemaphore(processes)
         self._lock = threading.Lock()
+        self._closed = False
 
     def run(self, query: str, params: list[Any] | None, **bounds: Any) -> QueryResult:
-        with self._lock:
-            if self._client is None:
-                self._client = LakeClient(self.target, read_only=True, python=self._python)
+        with self._slots:
+            client = self._take()
             try:
-                return run_lake_query(self._client, query, params, **bounds)
+                result = run_lake_query(client, query, params, **bounds)
             except BaseException as e:
-                if not isinstance(e, SqlFailed | SqlRefused):
-                    self._client.close()
-                    self._client = None
+                if isinstance(e, SqlFailed | SqlRefused):
+                    self._give_back(client)
+                else:
+                    client.close()
                 raise
+            self._give_back(client)
+            return result
+
+    def _take(self) -> LakeClient:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return LakeClient(self.target, read_only=True, python=self._python)
+
+    def _give_back(self, client: LakeClient) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(client)
+                return
+        client.close()
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for client in idle:
+            client.close()

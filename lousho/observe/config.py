@@ -91,6 +91,8 @@ class DaemonConfig:
     # looked at every local_prune_every_s while the loader is idle; None: the local store keeps everything.
     local_days: float | None = None
     local_prune_every_s: float = 3600.0
+    # A query of the lake is interrupted after this long (its runs are computed from the spans, not kept).
+    lake_sql_timeout_s: float = 120.0
     # What the page at / shows: this daemon's store ("local") or, in a fleet, every daemon's runs ("lake").
     page_scope: str = "local"
 

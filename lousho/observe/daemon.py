@@ -183,7 +183,7 @@ def trigger_lake_query(config: DaemonConfig) -> Callable[[str, list[Any], float]
     lake = LakeReader(LakeTarget(config.lake_catalog, str(config.lake_data)), config.lake_python, processes=1)
 
     def query(sql: str, params: list[Any], timeout_s: float) -> QueryResult:
-        return lake.run(sql, params, timeout=timeout_s, max_rows=2**62)
+        return lake.run(sql, params, timeout=max(timeout_s, config.lake_sql_timeout_s), max_rows=2**62)
 
     return query
 

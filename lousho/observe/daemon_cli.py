@@ -193,6 +193,8 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
                    "holds them  [default: keep everything]")
 @click.option("--local-prune-every", type=click.FloatRange(min=0.05), default=3600.0, hidden=True,
               help="Seconds between looks for traces past --local-days (each rebuilds the kept runs).")
+@click.option("--lake-sql-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+              help="Seconds a query of the lake may run (scope=lake, the trigger's reads and the page over the lake).")
 @click.option("--page-scope", type=click.Choice(["local", "lake"]), default="local", show_default=True,
               help="What the page at / shows: this daemon's store, or in a fleet every daemon's runs (the lake).")
 @click.option("--improve-switch", envvar="LOUSHO_IMPROVE", default="on", hidden=True,
@@ -213,6 +215,7 @@ def observe(
     lake: str | None = None, lake_data: Path | None = None, lake_name: str | None = None, lake_every: float = 2.0,
     lake_python: str | None = None, lake_upkeep_every: float = 600.0, lake_retention_days: float = 7.0,
     local_days: float | None = None, local_prune_every: float = 3600.0, page_scope: str = "local",
+    lake_sql_timeout: float = 120.0,
     wiring: Wiring | None = None,
 ) -> None:
     """Run the observe daemon: OTLP in (HTTP and gRPC), DuckDB store, SQL out."""
@@ -256,6 +259,7 @@ def observe(
         lake_catalog=lake, lake_data=lake_data, lake_name=lake_name, lake_every_s=lake_every, lake_python=lake_python,
         lake_upkeep_every_s=lake_upkeep_every, lake_retention_s=lake_retention_days * 86_400,
         local_days=local_days, local_prune_every_s=local_prune_every, page_scope=page_scope,
+        lake_sql_timeout_s=lake_sql_timeout,
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None

@@ -43,7 +43,9 @@ def _lake_reader(config: DaemonConfig) -> Callable[[float], Reader]:
     assert config.lake_catalog is not None and config.lake_data is not None
     lake = LakeReader(LakeTarget(config.lake_catalog, str(config.lake_data)), config.lake_python)
 
-    def open_reader(timeout: float) -> Reader:
+    timeout = config.lake_sql_timeout_s
+
+    def open_reader(_page_timeout: float) -> Reader:  # the lake's own limit, not the page's
         return Reader(None, timeout, query=lambda sql, params, rows: lake.run(sql, params, timeout=timeout,
                                                                                max_rows=rows))
 

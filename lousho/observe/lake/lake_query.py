@@ -15,8 +15,13 @@ from lousho.observe.lake.lake_client import LakeClient, LakeTarget
 from lousho.observe.sql.query import QueryResult, check_size
 from lousho.observe.sql.sql_guard import check_read_only
 
+# A query of the lake may take longer than one of the local store: ``runs`` and ``sessions`` are computed from every
+# span there (about 10 s at 10M spans, docs/performance.md "The fleet's lake"), where the store keeps them folded.
+LAKE_SQL_TIMEOUT_S = 120.0
 
-def run_lake_query(client: LakeClient, query: str, params: list[Any] | None = None, *, timeout: float = 30.0,
+
+def run_lake_query(client: LakeClient, query: str, params: list[Any] | None = None, *,
+                   timeout: float = LAKE_SQL_TIMEOUT_S,
                    max_rows: int = 1_000_000, max_query_bytes: int = 1024 * 1024) -> QueryResult:
     check_size(query, max_query_bytes)
     if params is not None and not isinstance(params, list | tuple):

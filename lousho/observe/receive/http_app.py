@@ -165,7 +165,7 @@ def build_app(
                 lag = writer.wait_loaded(config.read_wait_s)
                 if lake_sync is not None:
                     lag += lake_sync(max(0.0, config.read_wait_s - (time.monotonic() - started)))
-                result = lake.run(doc["query"], doc.get("params"), timeout=config.sql_timeout_s,
+                result = lake.run(doc["query"], doc.get("params"), timeout=config.lake_sql_timeout_s,
                                   max_rows=config.sql_max_rows, max_query_bytes=config.sql_max_query_bytes)
                 encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
                 return encode(result), result.truncated, result.table.num_rows, lag

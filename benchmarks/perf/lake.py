@@ -78,6 +78,37 @@ def load(quiet: bool, label: str) -> float:
     return one
 
 
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of ``root`` and every live process under it (daemons, lake processes, senders)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    mine, grew = {root}, True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in mine} - mine
+        mine |= found
+        grew = bool(found)
+    return sum(common.proc_cpu_s(pid) or 0.0 for pid in mine)
+
+
+class Busy:
+    """What the rest of the machine did while a figure was taken (others' tests, say): cores busy outside this
+    benchmark's processes, and stolen by the hypervisor. The figures are as good as these are small."""
+
+    def __init__(self) -> None:
+        self._wall, self._mine, self._machine = time.monotonic(), tree_cpu_s(os.getpid()), common.machine_cpu_s()
+
+    def cores(self) -> dict[str, float]:
+        wall = time.monotonic() - self._wall
+        mine, machine = tree_cpu_s(os.getpid()) - self._mine, common.machine_cpu_s()
+        return {"own_cores": mine / wall,
+                "other_cores": max(0.0, (machine["busy"] - self._machine["busy"] - mine) / wall),
+                "steal_cores": (machine["steal"] - self._machine["steal"]) / wall}
+
+
 # --- the lake's catalog ---
 
 
@@ -215,12 +246,15 @@ def query_part(args: argparse.Namespace, server: pg_support.PgServer, root: Path
     doc["lake_spans"] = lake_count(target)
     doc["lake_files_before_upkeep"] = data_files(target)
     ctx = {"run_id": store["sample_run_id"]}
-    local = connect(path)
+    local, busy = connect(path), Busy()
     try:
         doc["local"] = time_shapes(local, ctx, args.repeats, args.json, "local")
     finally:
         local.close()
+    doc["local_busy"] = busy.cores()
+    busy = Busy()
     doc["lake"] = time_lake(target, ctx, args, "lake ")
+    doc["lake_busy"] = busy.cores()
     doc["load_before_upkeep"] = load(args.json, "upkeep")
     if args.upkeep:
         started = time.perf_counter()
@@ -229,7 +263,9 @@ def query_part(args: argparse.Namespace, server: pg_support.PgServer, root: Path
         doc["upkeep"]["seconds"] = time.perf_counter() - started
         doc["lake_files_after_upkeep"] = data_files(target)
         common.say(args.json, f"  upkeep {doc['upkeep']}")
+        busy = Busy()
         doc["lake_after_upkeep"] = time_lake(target, ctx, args, "lake+")
+        doc["lake_after_upkeep_busy"] = busy.cores()
     doc["load_end"] = load(args.json, "part 1 done")
     return doc
 
@@ -270,9 +306,9 @@ def drive(plans: list[ingest.ClientPlan], daemons: list[DaemonProcess], warmup: 
         start.value = start_at
         go.set()
         time.sleep(max(0.0, start_at + warmup - time.monotonic()))
-        t0_ns, local0 = time.time_ns(), local_committed(daemons)
+        t0_ns, local0, busy = time.time_ns(), local_committed(daemons), Busy()
         time.sleep(max(0.0, start_at + warmup + window - time.monotonic()))
-        t1_ns, local1 = time.time_ns(), local_committed(daemons)
+        t1_ns, local1, cores = time.time_ns(), local_committed(daemons), busy.cores()
         while len(gathered) < len(plans):
             gathered.append(results.get(timeout=180))
     finally:
@@ -286,6 +322,7 @@ def drive(plans: list[ingest.ClientPlan], daemons: list[DaemonProcess], warmup: 
     if errors:
         raise RuntimeError("sender failed: " + "; ".join(errors))
     return {"window_ns": (t0_ns, t1_ns), "local_spans_per_s": (local1 - local0) / window, "local_at_end": local1,
+            **cores,
             "acked_spans": sum(c.spans_ok for c in gathered),
             "refused_503": sum(c.refused_503 for c in gathered)}
 
@@ -344,6 +381,8 @@ def fleet_round(server: pg_support.PgServer, root: Path, n: int, repeat: int,
             # How far the lake was behind the local stores when the window closed, in spans.
             "lake_behind_spans": driven["local_at_end"] - held,
             "acked_spans": driven["acked_spans"], "refused_503": driven["refused_503"],
+            "own_cores": driven["own_cores"], "other_cores": driven["other_cores"],
+            "steal_cores": driven["steal_cores"],
             "local_spans_at_stop": local, "lake_spans_at_stop": in_lake, "exit_codes": codes}
 
 
@@ -378,10 +417,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-queries", dest="queries", action="store_false", help="skip part 1")
     p.add_argument("--no-fleet", dest="fleet", action="store_false", help="skip part 2")
     p.add_argument("--fleet-repeats", type=int, default=3, help="rounds per daemon count; medians quoted")
-    p.add_argument("--warmup", type=float, default=6.0, help="seconds of sending before the window")
-    p.add_argument("--window", type=float, default=12.0, help="seconds measured")
+    p.add_argument("--warmup", type=float, default=5.0, help="seconds of sending before the window")
+    p.add_argument("--window", type=float, default=10.0, help="seconds measured")
     p.add_argument("--clients-per-daemon", type=int, default=2, help="sender processes per daemon")
-    p.add_argument("--prebuilt-bodies", type=int, default=200, help="per sender; then stamped while sending")
+    p.add_argument("--prebuilt-bodies", type=int, default=50, help="per sender; then stamped while sending")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the temp directory (lakes, stores)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -449,6 +488,11 @@ def print_queries(q: dict[str, Any], repeats: int) -> None:
         for name, result in table.items():
             if "error" in result:
                 print(f"  {name} failed on the lake: {result['error']}")
+    for key in ("local_busy", "lake_busy", "lake_after_upkeep_busy"):
+        if key in q:
+            b = q[key]
+            print(f"  while timing {key.removesuffix('_busy').replace('_', ' ')}: this run {b['own_cores']:.2f} cores, "
+                  f"the rest of the machine {b['other_cores']:.2f} cores busy, {b['steal_cores']:.2f} stolen")
     if "upkeep" in q:
         print(f"upkeep: {q['upkeep']['seconds']:.1f} s ({q['upkeep']}); data files {q['lake_files_before_upkeep']} "
               f"-> {q['lake_files_after_upkeep']}")
@@ -471,7 +515,8 @@ def print_fleet(f: dict[str, Any]) -> None:
         print(f"  round {r['repeat']} x{r['daemons']}: lake {r['lake_spans_per_s']:,.0f}/s "
               f"({r['lake_commits_in_window']} commits, {r['lake_behind_spans']:,.0f} spans behind at the end), "
               f"local {r['local_spans_per_s']:,.0f}/s, load "
-              f"{r['load_1m']:.2f}, 503s {r['refused_503']}; at stop lake {r['lake_spans_at_stop']:,} / local "
+              f"{r['load_1m']:.2f}, the rest of the machine {r['other_cores']:.2f} cores busy (this run "
+              f"{r['own_cores']:.2f}), 503s {r['refused_503']}; at stop lake {r['lake_spans_at_stop']:,} / local "
               f"{r['local_spans_at_stop']:,}, exit codes {r['exit_codes']}")
 
 

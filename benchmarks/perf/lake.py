@@ -217,10 +217,14 @@ class PatientLake(LakeStoreClient):
         return run_lake_query(self._client, query, params, timeout=self.timeout_s, max_rows=2**62)
 
 
-def time_lake(target: LakeTarget, ctx: dict[str, Any], args: argparse.Namespace, label: str) -> dict[str, Any]:
+def time_lake(target: LakeTarget, ctx: dict[str, Any], args: argparse.Namespace,
+              label: str) -> tuple[dict[str, Any], dict[str, float]]:
+    """The shapes on the lake, and the machine's cores meanwhile (taken while the lake's process is alive, so its
+    CPU counts as this run's)."""
     client = PatientLake(target, args.lake_timeout)
     try:
-        return time_shapes(client, ctx, args.repeats, args.json, label)
+        busy = Busy()
+        return time_shapes(client, ctx, args.repeats, args.json, label), busy.cores()
     finally:
         client.close()
 
@@ -252,9 +256,7 @@ def query_part(args: argparse.Namespace, server: pg_support.PgServer, root: Path
     finally:
         local.close()
     doc["local_busy"] = busy.cores()
-    busy = Busy()
-    doc["lake"] = time_lake(target, ctx, args, "lake ")
-    doc["lake_busy"] = busy.cores()
+    doc["lake"], doc["lake_busy"] = time_lake(target, ctx, args, "lake ")
     doc["load_before_upkeep"] = load(args.json, "upkeep")
     if args.upkeep:
         started = time.perf_counter()
@@ -263,9 +265,7 @@ def query_part(args: argparse.Namespace, server: pg_support.PgServer, root: Path
         doc["upkeep"]["seconds"] = time.perf_counter() - started
         doc["lake_files_after_upkeep"] = data_files(target)
         common.say(args.json, f"  upkeep {doc['upkeep']}")
-        busy = Busy()
-        doc["lake_after_upkeep"] = time_lake(target, ctx, args, "lake+")
-        doc["lake_after_upkeep_busy"] = busy.cores()
+        doc["lake_after_upkeep"], doc["lake_after_upkeep_busy"] = time_lake(target, ctx, args, "lake+")
     doc["load_end"] = load(args.json, "part 1 done")
     return doc
 

@@ -172,7 +172,7 @@ def load_lake(store: Path, target: LakeTarget, batch_spans: int, quiet: bool) ->
                               "resource_batch": con.execute(resources_sql, params).to_arrow_table()}
                     read_s += time.perf_counter() - started
                     started = time.perf_counter()
-                    rows += client.commit(f"daemon-{part}", position, tables)
+                    rows += client.commit(f"daemon-{part}", position - 1, position, tables)
                     commit_s += time.perf_counter() - started
                     commits += 1
                 common.say(quiet, f"  lake: {rows:,} span rows in {commits} commits "

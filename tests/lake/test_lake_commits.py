@@ -15,14 +15,18 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
 from daemon_support import get, post, sql
 from lake_rows import scores_table, spans_table
+from runs_data import decoded, random_store
 
 from lousho.observe import instrument
 from lousho.observe.client.process import start_daemon
 from lousho.observe.client.workload import WorkloadPlan, emit_runs
+from lousho.observe.errors import LakeFailed, LakeUnavailable
 from lousho.observe.lake import lake_schema
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
+from lousho.observe.lake.lake_shipper import LakeShipper
 from lousho.observe.lake.lake_worker import HOLD_ENV
 from lousho.observe.store import schema
+from lousho.observe.store.span_store import SpanStore
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
@@ -76,7 +80,7 @@ def test_two_daemons_committing_at_one_instant_both_succeed(tmp_path, lake_url, 
     results: dict[int, int] = {}
     try:
         def commit(i: int) -> None:
-            results[i] = clients[i].commit(f"d{i}", 1, {"span_batch": spans_table(i, 1000)})
+            results[i] = clients[i].commit(f"d{i}", 0, 1, {"span_batch": spans_table(i, 1000)})
 
         threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
         for thread in threads:
@@ -186,11 +190,12 @@ def test_the_upkeep_removes_a_span_that_reached_the_lake_from_two_daemons(tmp_pa
         shared = spans_table(0, 500)
         received = pa.array([1_000 + i for i in range(500)], pa.int64())
         scores = scores_table(shared)
-        assert writer.commit("d0", 1, {"span_batch": shared, "score_batch": scores}) == 500
+        assert writer.commit("d0", 0, 1, {"span_batch": shared, "score_batch": scores}) == 500
         later = shared.set_column(shared.schema.get_field_index("received_ns"), "received_ns",
                                   pa.compute.add(received, 5_000))
-        assert writer.commit("d1", 1, {"span_batch": later.slice(0, 200), "score_batch": scores.slice(0, 200)}) == 200
-        assert writer.commit("d1", 2, {"span_batch": spans_table(7, 100)}) == 100
+        resent = {"span_batch": later.slice(0, 200), "score_batch": scores.slice(0, 200)}
+        assert writer.commit("d1", 0, 1, resent) == 200
+        assert writer.commit("d1", 1, 2, {"span_batch": spans_table(7, 100)}) == 100
         assert writer.upkeep(3600)["duplicates_removed"] == 200
         assert writer.upkeep(3600)["duplicates_removed"] == 0
     with LakeClient(target, read_only=True) as reader:
@@ -199,3 +204,39 @@ def test_the_upkeep_removes_a_span_that_reached_the_lake_from_two_daemons(tmp_pa
         assert table.to_pylist() == [{"n": 500, "k": 500, "newest": 1_499}]  # the copy received first is kept
         table, _ = reader.query("SELECT count(*) AS n FROM scores")
         assert table.to_pylist() == [{"n": 500}]
+
+
+def test_a_commit_whose_answer_was_lost_is_not_sent_again_while_the_daemon_lives(tmp_path, lake_url):
+    """The lake committed a batch but its answer never came (the lake's process died after COMMIT, a connection
+    dropped); the daemon lives on, remembering the old position. Its next round must start from the lake's
+    position, not its own, and a batch that starts before the lake's position is refused."""
+    store = SpanStore(tmp_path / "observe.duckdb", fold_thread=False)
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    shipper = LakeShipper(target, store.reader, "d0", raise_floor=store.raise_commit_seq)
+    try:
+        spans, scores = random_store(5, traces=30)
+        first, later = spans[: len(spans) // 2], spans[len(spans) // 2:]
+        store.append([decoded(first, [])])
+        real = LakeClient.commit
+
+        def commit_then_lose(client: LakeClient, *args: object) -> int:
+            real(client, *args)  # the lake commits ...
+            raise LakeUnavailable("the lake's process stopped")  # ... and the answer never comes
+
+        LakeClient.commit = commit_then_lose  # type: ignore[method-assign]
+        try:
+            with pytest.raises(LakeUnavailable):
+                shipper.ship()
+        finally:
+            LakeClient.commit = real  # type: ignore[method-assign]
+        shipper._failed(LakeUnavailable("lost"))  # what the shipper's loop does with it
+        assert shipper.state.position == 0
+        store.append([decoded(later, scores)])
+        shipper.ship()
+        assert _lake_count(lake_url, tmp_path / "lake-data") == (len(spans), len(spans))
+        # And the lake itself refuses a batch that starts before its position.
+        with LakeClient(target) as client, pytest.raises(LakeFailed, match="read the position again"):
+            client.commit("d0", 0, shipper.state.position + 1, {"span_batch": spans_table(9, 10)})
+    finally:
+        shipper.close(flush_timeout_s=5)
+        store.close()

@@ -25,7 +25,7 @@ def test_setup_builds_an_environment_that_runs_a_lake_on_a_catalog_file(tmp_path
     with LakeClient(target, python=python) as writer:
         writer.migrate()
         spans = spans_table(0, 3)
-        assert writer.commit("solo", 1, {"span_batch": spans}) == 3
+        assert writer.commit("solo", 0, 1, {"span_batch": spans}) == 3
     with LakeClient(target, read_only=True, python=python) as reader:
         table, _ = reader.query("SELECT span_key, name FROM spans ORDER BY span_key")
     assert table.to_pylist() == [{"span_key": str((1 << 64) | i), "name": "n"} for i in range(3)]

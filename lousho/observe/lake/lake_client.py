@@ -98,11 +98,12 @@ class LakeClient:
     def position(self, daemon: str) -> int:
         return int(self._request({"op": "position", "daemon": daemon})["position"])
 
-    def commit(self, daemon: str, position: int, tables: dict[str, pa.Table]) -> int:
-        """Insert ``tables`` (span_batch, score_batch, resource_batch) and record ``position`` for ``daemon``, in
-        one lake transaction; returns the span rows inserted (0 when the position was committed before)."""
+    def commit(self, daemon: str, after: int, position: int, tables: dict[str, pa.Table]) -> int:
+        """Insert ``tables`` (span_batch, score_batch, resource_batch), the rows past ``after`` up to ``position``,
+        and record ``position`` for ``daemon``, in one lake transaction; returns the span rows inserted (0 when
+        the position was committed before). A batch that does not start at the lake's position is refused."""
         payload = b"".join(_named(name, table) for name, table in tables.items() if table.num_rows)
-        answer = self._request({"op": "commit", "daemon": daemon, "position": position,
+        answer = self._request({"op": "commit", "daemon": daemon, "after": after, "position": position,
                                 "inserts": [list(i) for i in lake_schema.INSERTS]}, payload)
         return int(answer["rows"])
 

@@ -114,14 +114,17 @@ class LakeShipper:
         """Commit what the local store holds past the lake's position, in batches; returns the span rows sent."""
         sent = 0
         while True:
+            if self._client is None:
+                # First the lake's position: a commit whose answer was lost may have gone in (the next batch
+                # starts after it, never at the position this process remembers).
+                self._connect()
+            assert self._client is not None
+            after = self.state.position
             batch = self._next_batch()
             if batch is None:
                 return sent
             upto, tables = batch
-            if self._client is None:
-                self._connect()
-            assert self._client is not None
-            sent += self._client.commit(self.name, upto, tables)
+            sent += self._client.commit(self.name, after, upto, tables)
             with self._shipped:
                 self.state.position = upto
                 self._shipped.notify_all()
@@ -142,9 +145,10 @@ class LakeShipper:
                     break
                 upto, rows = seq, rows + count
             params = {"after": after, "upto": upto}
-            tables = {"span_batch": con.execute(_SPANS, params).to_arrow_table(),
-                      "score_batch": con.execute(_SCORES, params).to_arrow_table(),
-                      "resource_batch": con.execute(_RESOURCES, params).to_arrow_table()}
+            # Relations, not DB-API results: their Arrow answer is not copied once more.
+            tables = {"span_batch": con.sql(_SPANS, params=params).to_arrow_table(),
+                      "score_batch": con.sql(_SCORES, params=params).to_arrow_table(),
+                      "resource_batch": con.sql(_RESOURCES, params=params).to_arrow_table()}
         finally:
             con.close()
         return upto, tables

@@ -116,9 +116,14 @@ class Lake:
         """Insert every table's rows and the daemon's new position in one transaction: the position is in the
         lake exactly when its rows are. A batch at or below the recorded position was committed before (its
         answer lost to a crash) and is not inserted again."""
-        daemon, position = header["daemon"], int(header["position"])
-        if position <= self.position(daemon):
+        daemon, after, position = header["daemon"], int(header["after"]), int(header["position"])
+        held = self.position(daemon)
+        if position <= held:
             return 0
+        if after != held:
+            # Rows from before the lake's position (a commit whose answer its sender lost) would go in twice.
+            raise ValueError(f"the batch of {daemon} starts after {after}, but the lake holds it up to {held}: "
+                             "read the position again")
         rows = 0
         self.con.execute("BEGIN")
         try:

@@ -227,6 +227,10 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+# The trigger's looks take at most one part in this many of its thread's time.
+LOOK_SHARE = 6
+
+
 class Trigger:
     """Polls on a thread of its own; ``start`` and ``stop`` are called from the daemon's main thread.
 
@@ -286,6 +290,7 @@ class Trigger:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            started = time.monotonic()
             for agent in self.config.agents:
                 if self._stop.is_set():
                     break
@@ -298,7 +303,9 @@ class Trigger:
                     # Deliberately broad: one bad poll (a query timeout, a full disk) must not end the
                     # watch; the traceback goes to the daemon's log and the next poll tries again.
                     logger.exception("lousho trigger: poll of agent %s failed", agent.name)
-            self._stop.wait(self.config.interval_s)
+            # Looks take at most 1/LOOK_SHARE of the time: a look at the lake computes the runs from every span
+            # (about 10 s at 10M spans), where the local store's takes milliseconds and the interval decides.
+            self._stop.wait(max(self.config.interval_s, (LOOK_SHARE - 1) * (time.monotonic() - started)))
 
     def _holds(self, agent: AgentSpec) -> bool:
         """Whether this daemon watches ``agent`` now: always alone, in a fleet while it holds the agent's lease."""

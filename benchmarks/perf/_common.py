@@ -287,6 +287,23 @@ def machine_cpu_s() -> dict[str, float]:
     return {"busy": (user + nice + system + irq + softirq) / hz, "steal": steal / hz}
 
 
+def stop_senders(processes: Sequence[Any], go: Any) -> None:
+    """Release any sender still waiting for the start, then join each (terminated after 10 s)."""
+    go.set()
+    for proc in processes:
+        proc.join(10)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(5)
+
+
+def raise_sender_errors(reports: Sequence[Any], what: str) -> None:
+    """A sender's error (its report's ``error``) fails the measurement: a figure without it would be wrong."""
+    errors = [r.error for r in reports if r.error]
+    if errors:
+        raise RuntimeError(f"{what} failed: " + "; ".join(errors))
+
+
 def reproduce_command() -> str:
     exe = os.path.relpath(sys.executable, REPO) if sys.executable.startswith(str(REPO)) else sys.executable
     script = os.path.relpath(os.path.abspath(sys.argv[0]), REPO)

@@ -269,15 +269,8 @@ def run_load(
         if len(gathered) < args.clients:
             raise RuntimeError(f"only {len(gathered)} of {args.clients} clients reported back")
     finally:
-        go.set()
-        for proc in processes:
-            proc.join(10)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(5)
-    errors = [c.error for c in gathered if c.error]
-    if errors:
-        raise RuntimeError("client failed: " + "; ".join(errors))
+        common.stop_senders(processes, go)
+    common.raise_sender_errors(gathered, "client")
     last_ack = max((c.last_ack for c in gathered), default=start_at)
     return LoadResult(
         clients=sorted(gathered, key=lambda c: c.index),

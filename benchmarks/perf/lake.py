@@ -312,15 +312,8 @@ def drive(plans: list[ingest.ClientPlan], daemons: list[DaemonProcess], warmup: 
         while len(gathered) < len(plans):
             gathered.append(results.get(timeout=180))
     finally:
-        go.set()
-        for proc in procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(5)
-    errors = [c.error for c in gathered if c.error]
-    if errors:
-        raise RuntimeError("sender failed: " + "; ".join(errors))
+        common.stop_senders(procs, go)
+    common.raise_sender_errors(gathered, "sender")
     return {"window_ns": (t0_ns, t1_ns), "local_spans_per_s": (local1 - local0) / window, "local_at_end": local1,
             **cores,
             "acked_spans": sum(c.spans_ok for c in gathered),

@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 from daemon_support import get, post, sql
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from lousho.analysis.cases import cases_from_failures
 from lousho.observe import instrument
@@ -35,6 +39,20 @@ def lake_daemon(tmp_path: Path, lake_url: str, name: str, *extra: str, env: dict
                         str(tmp_path / "lake-data"), "--lake-name", name, "--lake-every", "0.3", *extra, env=env)
 
 
+def sdk_defaults(service: str, endpoint: str, protocol: str) -> TracerProvider:
+    """The OTel SDK as a user sets it up from its docs: a BatchSpanProcessor and the exporter, both at their
+    defaults (not lousho's ``instrument()``, which sizes the batches)."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        exporter: SpanExporter = GrpcExporter(endpoint=endpoint, insecure=True)
+    else:
+        exporter = HttpExporter(endpoint=f"{endpoint}/v1/traces")
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
 def wait_for(check, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while True:
@@ -52,7 +70,7 @@ def test_three_daemons_one_lake_every_span_once_and_the_union_everywhere(tmp_pat
             # HTTP to two, gRPC to the third: the SDK's two exporters at their defaults.
             protocol, endpoint = (("grpc", f"http://{daemon.grpc_target}") if i == 2 else
                                   ("http/protobuf", daemon.url))
-            provider = instrument(f"host-{i}", endpoint, protocol=protocol)
+            provider = sdk_defaults(f"host-{i}", endpoint, protocol)
             sent += emit_runs(provider, WorkloadPlan(runs=60, seed=10 + i)).spans
             provider.shutdown()
         local = [sql(d.url, "SELECT count(*) AS n FROM spans")[0]["n"] for d in daemons]

@@ -64,7 +64,7 @@ def model_options(fn: F) -> F:
     Precedence: the flag, then ``LOUSHO_MODEL_URL`` / ``LOUSHO_MODEL``, then the default. The command
     passes them to :func:`model_config`; the key itself is read by :func:`model_client`.
     """
-    fn = click.option("--model-timeout", type=float, default=60.0, show_default=True,
+    fn = click.option("--model-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
                       help="Seconds to wait for the model to connect and answer.")(fn)
     fn = click.option("--model-key-env", default="OPENAI_API_KEY", show_default=True,
                       help="Environment variable holding the API key (unset: no key sent).")(fn)

@@ -79,8 +79,8 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
               help="DuckDB file the daemon owns (created if missing).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback needs --token.")
-@click.option("--port", type=int, default=4318, show_default=True, help="OTLP/HTTP and SQL port.")
-@click.option("--grpc-port", type=int, default=4317, show_default=True,
+@click.option("--port", type=click.IntRange(0, 65535), default=4318, show_default=True, help="OTLP/HTTP and SQL port.")
+@click.option("--grpc-port", type=click.IntRange(-1, 65535), default=4317, show_default=True,
               help="OTLP/gRPC port; -1 to disable.")
 @click.option("--token", envvar="LOUSHO_TOKEN", default=None,
               help="Bearer token every endpoint but /healthz requires [env LOUSHO_TOKEN]; prefer "
@@ -100,9 +100,9 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
               help="Seconds a client has to send a request's body (408 after).")
 @click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=15.0, show_default=True,
               help="On SIGTERM, seconds requests in flight get to finish before they are cancelled.")
-@click.option("--max-body-mib", type=int, default=64, show_default=True,
+@click.option("--max-body-mib", type=click.IntRange(min=1), default=64, show_default=True,
               help="Request body limit, after decompression (413 above it).")
-@click.option("--queue-mib", type=float, default=256, show_default=True,
+@click.option("--queue-mib", type=click.FloatRange(min=1), default=256, show_default=True,
               help="Memory for accepted requests waiting for the loader (past it they are read back from the "
                    "spool), and for bodies being read (past it 503 + Retry-After).")
 @click.option("--spool-mib", type=click.FloatRange(min=0.001), default=None,
@@ -115,7 +115,7 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
                    "answer's x-lousho-lag-ms says how far behind it is when the wait ran out.")
 @click.option("--load-interval", type=click.FloatRange(min=0), default=0.01, hidden=True,
               help="Seconds of accepted requests the loader appends in one transaction.")
-@click.option("--sql-timeout", type=float, default=30.0, show_default=True,
+@click.option("--sql-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Seconds before a SQL query is stopped.")
 @click.option("--sql-workers", type=click.IntRange(min=1), default=4, show_default=True,
               help="SQL queries run at once (as many more wait; beyond that 503 + Retry-After).")

@@ -19,7 +19,8 @@ class DaemonUnreachable(ObserveError):
 
 class Unauthorized(ObserveError):
     code = "LOUSHO_OBSERVE_UNAUTHORIZED"
-    hint = "pass the daemon's token with --token or the LOUSHO_TOKEN environment variable"
+    hint = ("pass the daemon's token with --token-file FILE or the LOUSHO_TOKEN environment variable "
+            "(--token T works too, but shows in the process list)")
 
 
 class SqlRefused(ObserveError):

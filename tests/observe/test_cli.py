@@ -104,3 +104,50 @@ def test_errors_print_one_clear_line_and_exit_1(filled, tmp_path):
     assert out.returncode == 2
     out = lousho("sql", "--url", daemon.url, "--db", "x", "SELECT 1")
     assert out.returncode == 2
+
+
+@pytest.mark.system
+def test_a_wrong_address_says_what_it_is_not_a_traceback(filled):
+    daemon, _ = filled
+    # The gRPC port speaks HTTP/2 only: the HTTP/1.1 client reads a bad status line.
+    out = lousho("sql", "--url", f"http://{daemon.grpc_target}", "SELECT 1")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "LOUSHO_OBSERVE_ERROR" in out.stderr and "4317 is gRPC" in out.stderr
+    out = lousho("sql", "--url", f"{daemon.url}/v1/sql", "SELECT 1")  # a path after the address: 404
+    assert out.returncode == 1 and "answered HTTP 404" in out.stderr and "without a path" in out.stderr
+    out = lousho("runs", "--url", daemon.url.removeprefix("http://"))
+    assert out.returncode == 1 and f"hint: a daemon's address starts with its scheme: {daemon.url}" in out.stderr
+
+
+@pytest.mark.system
+def test_a_flag_typed_wins_over_the_other_target_s_variable(filled, tmp_path, monkeypatch):
+    daemon, _ = filled
+    monkeypatch.setenv("LOUSHO_DB", str(tmp_path / "elsewhere.duckdb"))
+    out = lousho("sql", "--url", daemon.url, "--json", "SELECT 1 AS a")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"a": 1}]
+    monkeypatch.delenv("LOUSHO_DB")
+    monkeypatch.setenv("LOUSHO_URL", daemon.url)
+    out = lousho("sql", "--db", str(tmp_path / "missing.duckdb"), "SELECT 1")
+    assert out.returncode == 1 and "LOUSHO_STORE_MISSING" in out.stderr  # --db was used, not the variable
+
+
+def test_a_token_no_header_can_carry_is_refused_at_start(tmp_path):
+    (tmp_path / "space.tok").write_text("s3cret \n")
+    (tmp_path / "two.tok").write_text("s3cret\nsecond\n")
+    db = tmp_path / "o.duckdb"
+    out = lousho("observe", "--db", str(db), "--port", "0", "--grpc-port", "-1", "--token-file",
+                 str(tmp_path / "two.tok"))
+    assert out.returncode == 2 and "LOUSHO_OBSERVE_TOKEN_FILE" in out.stderr and "second line" in out.stderr
+    from lousho.observe.client.cli import read_token_file
+
+    assert read_token_file(tmp_path / "space.tok") == "s3cret"  # what a client can send, both ends alike
+
+
+@pytest.mark.parametrize("flags", [("--max-body-mib", "-1"), ("--max-body-mib", "0"), ("--port", "70000"),
+                                   ("--grpc-port", "-5"), ("--queue-mib", "-1"), ("--sql-timeout", "0")])
+def test_a_daemon_option_out_of_range_is_a_usage_error_before_the_store_is_made(tmp_path, flags):
+    db = tmp_path / "o.duckdb"
+    out = lousho("observe", "--db", str(db), *flags)
+    assert out.returncode == 2 and "is not in the range" in out.stderr and "Traceback" not in out.stderr
+    assert not db.exists()

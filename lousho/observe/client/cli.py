@@ -93,19 +93,27 @@ def _token(token: str | None, token_file: Path | None) -> str | None:
 
 
 def read_token_file(path: Path) -> str:
-    """The token in ``path``: read once, the trailing newline stripped; missing or empty refused."""
+    """The token in ``path``: read once, surrounding whitespace stripped; missing, empty or holding
+    whitespace inside refused.
+
+    HTTP strips a header value's surrounding whitespace and cannot carry a line break, so a token with
+    either could never be sent by any client: the daemon would start and refuse everyone."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TokenFileUnreadable(f"cannot read the token file {path}: {e}") from None
-    token = text.rstrip("\r\n")
-    if not token.strip():
+    token = text.strip()
+    if not token:
         raise TokenFileUnreadable(f"the token file {path} is empty")
+    if any(c.isspace() or not c.isprintable() for c in token):
+        raise TokenFileUnreadable(f"the token in {path} holds whitespace, a second line or a control character, "
+                                  "which an HTTP header cannot carry")
     return token
 
 
 def open_store(url: str | None, db: Path | None, token: str | None) -> StoreClient:
     """The daemon when it answers; else the default store file, read-only."""
+    url, db = _command_line_wins(url, db)
     if url and db:
         raise click.UsageError("give --url or --db, not both")
     meta = click.get_current_context().meta if click.get_current_context(silent=True) else {}
@@ -124,6 +132,29 @@ def open_store(url: str | None, db: Path | None, token: str | None) -> StoreClie
     if DEFAULT_DB.exists():
         return connect(DEFAULT_DB)
     raise DaemonUnreachable(f"no daemon answers at {DEFAULT_URL} and there is no {DEFAULT_DB}")
+
+
+def _command_line_wins(url: str | None, db: Path | None) -> tuple[str | None, Path | None]:
+    """With one of --url / --db from the command line and the other from its variable (LOUSHO_URL,
+    LOUSHO_DB), the flag typed now wins: the variable is a default, not a second choice."""
+    if not (url and db):
+        return url, db
+    sources = {name: _source(name) for name in ("url", "db")}
+    if sources["url"] is ParameterSource.COMMANDLINE and sources["db"] is ParameterSource.ENVIRONMENT:
+        return url, None
+    if sources["db"] is ParameterSource.COMMANDLINE and sources["url"] is ParameterSource.ENVIRONMENT:
+        return None, db
+    return url, db
+
+
+def _source(name: str) -> ParameterSource | None:
+    """Where the nearest command that has option ``name`` took its value from (a sub-command's or its group's)."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if name in ctx.params:
+            return ctx.get_parameter_source(name)
+        ctx = ctx.parent
+    return None
 
 
 def _format(as_json: bool, as_csv: bool) -> str:

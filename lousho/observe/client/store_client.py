@@ -11,8 +11,10 @@ store's own columns) needs urllib and Polars, which reads the daemon's Arrow str
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -29,6 +31,7 @@ from lousho.observe.errors import (
     SqlFailed,
     SqlRefused,
     SqlUnsupportedType,
+    StoreMissing,
     Unauthorized,
 )
 
@@ -135,6 +138,9 @@ class DaemonClient:
         except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             raise DaemonUnreachable(f"no daemon answers at {self.target} ({reason})") from None
+        except http.client.HTTPException as e:
+            raise ObserveError(f"{self.target} did not answer as HTTP ({type(e).__name__}: {e})",
+                               hint=_NOT_A_DAEMON) from None
         return payload, headers
 
     def healthy(self) -> bool:
@@ -239,7 +245,13 @@ def connect(
     text = str(target)
     if text.startswith(("http://", "https://")):
         return DaemonClient(text, token=token, ca_cert=ca_cert)
+    if _HOST_PORT.fullmatch(text) and not Path(text).exists():
+        raise StoreMissing(f"no store at {text}", hint=f"a daemon's address starts with its scheme: http://{text}")
     return FileClient(Path(text))
+
+
+# host:port with no scheme (127.0.0.1:4318, localhost:4318, [::1]:4318): a daemon meant, not a file.
+_HOST_PORT = re.compile(r"(\[[0-9a-fA-F:.]+\]|[\w.-]+):\d{1,5}")
 
 
 def _ssl_context(ca_cert: Path | None) -> ssl.SSLContext:
@@ -302,6 +314,12 @@ def _http_error(e: urllib.error.HTTPError) -> ObserveError:
     try:
         detail = json.loads(e.read())["error"]
         cls = _ERRORS.get(detail["code"], ObserveError)
-        return cls(detail["message"], code=detail["code"], hint=detail.get("hint") or None)
+        # The daemon's hint names the header; at this end the user gives a flag or a variable.
+        hint = cls.hint if cls is Unauthorized else detail.get("hint") or None
+        return cls(detail["message"], code=detail["code"], hint=hint)
     except (ValueError, KeyError, TypeError):
-        return ObserveError(f"the daemon answered HTTP {e.code}")
+        return ObserveError(f"{e.url} answered HTTP {e.code}, not a lousho error", hint=_NOT_A_DAEMON)
+
+
+_NOT_A_DAEMON = ("is this a lousho daemon's HTTP address? `lousho observe` serves OTLP/HTTP and SQL on "
+                 "http://127.0.0.1:4318 by default (4317 is gRPC); give the address without a path")

@@ -3,14 +3,17 @@ requests (open, migrate, position, commit, query, upkeep) as methods.
 
 Catalogs: a Postgres URL (``postgresql://user:password@host:port/db``: many daemons write at once) or a file path
 (DuckLake's DuckDB catalog: one writer at a time, for a single machine). The Postgres password goes to the lake's
-process in its environment, never in the ``ATTACH`` text a query could read back.
+process in a libpq passfile for the catalog's host, port, database and user alone (never ``PGPASSWORD``, which libpq
+sends to any server), never in the ``ATTACH`` text a query could read back.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.parse
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ import pyarrow as pa
 from lousho.observe.errors import LakeFailed, LakeUnavailable
 from lousho.observe.lake import lake_schema
 from lousho.observe.lake.lake_worker import ipc_bytes, read_frame, write_frame
+from lousho.observe.sql.sql_guard import LakeFunction
 
 PYTHON_ENV = "LOUSHO_LAKE_PYTHON"
 # Where ``lousho lake setup`` builds the lake's environment by default.
@@ -36,16 +40,17 @@ class LakeTarget:
     catalog: str
     data_path: str
 
-    def attach(self) -> tuple[str, dict[str, str]]:
-        """DuckLake's ATTACH string and the environment that carries the password."""
+    def attach(self) -> tuple[str, str | None]:
+        """DuckLake's ATTACH string and, for a Postgres catalog with a password, the passfile's text
+        (``host:port:dbname:user:password``) that gives libpq the password for that server alone."""
         parsed = urllib.parse.urlsplit(self.catalog)
         if parsed.scheme in ("postgres", "postgresql"):
             parts = {"dbname": parsed.path.lstrip("/") or "postgres", "host": parsed.hostname or "127.0.0.1",
                      "port": str(parsed.port or 5432), "user": urllib.parse.unquote(parsed.username or "postgres")}
             dsn = " ".join(f"{k}={v}" for k, v in parts.items())
-            env = {"PGPASSWORD": urllib.parse.unquote(parsed.password)} if parsed.password else {}
-            return f"ducklake:postgres:{dsn}", env
-        return f"ducklake:{Path(self.catalog).resolve()}", {}
+            password = urllib.parse.unquote(parsed.password) if parsed.password else os.environ.get("PGPASSWORD")
+            return f"ducklake:postgres:{dsn}", passfile_text(parts, password) if password else None
+        return f"ducklake:{Path(self.catalog).resolve()}", None
 
     def describe(self) -> str:
         """The catalog without its password, for logs and the ready line."""
@@ -54,6 +59,35 @@ class LakeTarget:
             netloc = f"{parsed.username}:***@{parsed.hostname}:{parsed.port}"
             return urllib.parse.urlunsplit(parsed._replace(netloc=netloc))
         return self.catalog
+
+
+def passfile_text(params: dict[str, str], password: str) -> str:
+    """The catalog's line of a libpq password file: the password goes to that host, port, database and user
+    only (``PGPASSWORD`` would go to any server a connection of the lake's process reaches)."""
+    def field(value: str) -> str:
+        return value.replace("\\", "\\\\").replace(":", "\\:")
+
+    hosts = params.get("host", "localhost").split(",")
+    ports = params.get("port", "5432").split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    return "".join(f"{field(h)}:{field(p)}:{field(params['dbname'])}:{field(params['user'])}:{field(password)}\n"
+                   for h, p in zip(hosts, ports, strict=False))
+
+
+def write_passfile(text: str) -> Path:
+    """``text`` in a new private directory (0700), the file 0600 as libpq requires; removed with the directory by
+    ``remove_passfile`` when the lake's process stops."""
+    directory = Path(tempfile.mkdtemp(prefix="lousho-lake-"))
+    path = directory / "pgpass"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
+
+
+def remove_passfile(path: Path | None) -> None:
+    if path is not None:
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def lake_python(configured: str | None = None) -> str:
@@ -75,13 +109,20 @@ class LakeClient:
     def __init__(self, target: LakeTarget, *, read_only: bool = False, python: str | None = None,
                  memory_limit: str | None = None) -> None:
         self.target = target
-        attach, env = target.attach()
+        attach, secret = target.attach()
         Path(target.data_path).mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._fence: tuple[list[LakeFunction], list[str]] | None = None
+        # Never PGPASSWORD (libpq would send it to any server a query names): a passfile for the catalog alone.
+        env = {k: v for k, v in os.environ.items() if k != "PGPASSWORD"}
+        self._passfile = write_passfile(secret) if secret else None
+        if self._passfile is not None:
+            env["PGPASSFILE"] = str(self._passfile)
         try:
             self._proc = subprocess.Popen([lake_python(python), "-I", str(WORKER)], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, env={**os.environ, **env})
+                                          stdout=subprocess.PIPE, env=env)
         except OSError as e:
+            remove_passfile(self._passfile)
             raise LakeUnavailable(f"the lake's process did not start: {e}") from e
         opened = self._request({"op": "open", "catalog": attach, "data_path": target.data_path,
                                 "read_only": read_only, "memory_limit": memory_limit})
@@ -115,6 +156,15 @@ class LakeClient:
         self._check(answer)
         return pa.ipc.open_stream(payload).read_all(), bool(answer.get("truncated"))
 
+    def fence(self) -> tuple[list[LakeFunction], list[str]]:
+        """The lake DuckDB's functions and attached databases, for the statement check of its queries (asked
+        once per process: they change only with the lake's environment)."""
+        if self._fence is None:
+            answer = self._request({"op": "fence"})
+            self._fence = ([LakeFunction(str(n), bool(t), bool(v)) for n, t, v in answer["functions"]],
+                           [str(d) for d in answer["databases"]])
+        return self._fence
+
     def upkeep(self, older_than_s: float) -> dict[str, Any]:
         return self._request({"op": "upkeep", "older_than_s": older_than_s})
 
@@ -131,6 +181,7 @@ class LakeClient:
             self._proc.wait()
         if self._proc.stdout is not None:
             self._proc.stdout.close()
+        remove_passfile(self._passfile)
 
     def __enter__(self) -> LakeClient:
         return self

@@ -1,7 +1,8 @@
 """Read-only SQL over the lake, behind the same fences as the local SQL API.
 
-The statement guard (``sql_guard.check_read_only``: one side-effect-free SELECT) and the size bound run here,
-on lousho's DuckDB, before the text reaches the lake's process; there the lake is attached read-only, files and
+The statement guard (``sql_guard.check_lake_read_only``: one side-effect-free SELECT, no function of the lake's
+extensions, no database but the lake) and the size bound run here, on lousho's DuckDB, before the text reaches the
+lake's process; there the lake is attached read-only, files and
 network outside the lake's data directory are shut off and the configuration is locked (lake_worker.py).
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 from lousho.observe.errors import LakeFailed, SqlFailed, SqlRefused
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
 from lousho.observe.sql.query import QueryResult, check_size
-from lousho.observe.sql.sql_guard import check_read_only
+from lousho.observe.sql.sql_guard import check_lake_read_only
 
 # A query of the lake may take longer than one of the local store: ``runs`` and ``sessions`` are computed from every
 # span there (about 10 s at 10M spans, docs/performance.md "The fleet's lake"), where the store keeps them folded.
@@ -26,7 +27,9 @@ def run_lake_query(client: LakeClient, query: str, params: list[Any] | None = No
     check_size(query, max_query_bytes)
     if params is not None and not isinstance(params, list | tuple):
         raise SqlRefused("params must be a list")
-    check_read_only(query)
+    # Checked against the lake's own DuckDB too: its extensions add functions (postgres_query, ...) this DuckDB
+    # does not know, and its metadata catalog is attached beside the lake.
+    check_lake_read_only(query, *client.fence())
     try:
         table, truncated = client.query(query, list(params) if params else None, timeout_s=timeout,
                                         max_rows=max_rows)

@@ -13,7 +13,9 @@ An answer is ``{"ok": true, ...}`` or ``{"ok": false, "error": ..., "kind": ...}
 
 A query connection has the lake attached read-only, every other file and the network shut off
 (``enable_external_access`` false but for the lake's data directory) and its configuration locked; the catalog's
-password comes from the environment (``PGPASSWORD``), never from the connection string a query can read.
+password comes from a libpq passfile for the catalog alone (``PGPASSFILE``), never from the connection string a
+query can read. The daemon refuses, before a query reaches this process, every function of its extensions and any
+database but the lake (``fence`` lists them for that check).
 """
 
 from __future__ import annotations
@@ -181,6 +183,18 @@ class Lake:
         truncated = table.num_rows > max_rows
         return (table.slice(0, max_rows) if truncated else table), truncated
 
+    def fence(self) -> dict[str, Any]:
+        """What the daemon's statement check must know of this DuckDB (sql_guard.check_lake_read_only): every
+        function name with whether it is a table function and whether a scalar of it is volatile or has side
+        effects, and the attached databases."""
+        functions = self.con.execute("""
+            SELECT lower(function_name), bool_or(function_type IN ('table', 'table_macro')),
+                   bool_or(function_type NOT IN ('table', 'table_macro', 'pragma')
+                           AND (has_side_effects OR stability = 'VOLATILE'))
+            FROM duckdb_functions() GROUP BY 1 ORDER BY 1""").fetchall()
+        databases = [name for (name,) in self.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
+        return {"functions": [list(f) for f in functions], "databases": databases}
+
     def upkeep(self, older_than_s: float) -> dict[str, Any]:
         """DuckLake's own upkeep, in its safe order: merge small files, expire old snapshots, then delete the files
         only those snapshots used. Never ``delete_orphaned_files``: it also takes the files of a transaction
@@ -318,6 +332,8 @@ def _answer(lake: Lake | None, header: dict[str, Any], payload: bytes) -> tuple[
         table, truncated = lake.query(header["sql"], header.get("params"), float(header.get("timeout_s", 30)),
                                       int(header.get("max_rows", 1 << 62)))
         return lake, {"ok": True, "rows": table.num_rows, "truncated": truncated}, ipc_bytes(table)
+    if op == "fence":
+        return lake, {"ok": True, **lake.fence()}, b""
     if op == "upkeep":
         return lake, {"ok": True, **lake.upkeep(float(header["older_than_s"]))}, b""
     raise ValueError(f"unknown request {op!r}")

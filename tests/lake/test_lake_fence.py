@@ -1,0 +1,165 @@
+"""The fences of a lake query: nothing but the lake's tables, read. The lake's DuckDB has extensions lousho's has not
+(postgres_scan, postgres_query, ducklake_*) and the catalog's Postgres attached beside the lake; a query may reach
+neither, and the catalog's password goes to the catalog's server alone."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lousho.observe.errors import SqlRefused
+from lousho.observe.lake.lake_client import LakeClient, LakeTarget, lake_python
+from lousho.observe.lake.lake_query import LakeReader
+
+pytestmark = [pytest.mark.system, pytest.mark.slow]
+
+
+class FakePostgres:
+    """A server that speaks Postgres' startup far enough to ask for a cleartext password, and records any
+    password message a client sends."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.passwords: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                con, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            try:
+                con.settimeout(5)
+                self._startup(con)
+            except (OSError, struct.error):
+                pass
+            finally:
+                con.close()
+
+    def _startup(self, con: socket.socket) -> None:
+        body = _message(con, typed=False)
+        if struct.unpack("!I", body[:4])[0] in (80877103, 80877104):  # SSL or GSS request: no
+            con.sendall(b"N")
+            _message(con, typed=False)
+        con.sendall(b"R" + struct.pack("!II", 8, 3))  # AuthenticationCleartextPassword
+        kind = con.recv(1)
+        if kind == b"p":
+            self.passwords.append(_message(con, typed=True))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+def _message(con: socket.socket, typed: bool) -> bytes:
+    (length,) = struct.unpack("!I", _exactly(con, 4))
+    return _exactly(con, length - 4)
+
+
+def _exactly(con: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = con.recv(n - len(data))
+        if not chunk:
+            raise OSError("closed")
+        data += chunk
+    return data
+
+
+@pytest.fixture
+def fake_pg() -> Iterator[FakePostgres]:
+    server = FakePostgres()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def lake(tmp_path: Path, lake_url: str) -> LakeTarget:
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    with LakeClient(target) as writer:
+        writer.migrate()
+    return target
+
+
+def _attacks(fake_port: int, dbname: str) -> list[str]:
+    return [
+        f"SELECT * FROM postgres_scan('host=127.0.0.1 port={fake_port} dbname=x user=postgres', 'public', 't')",
+        "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT pg_read_file(''/etc/hostname'')')",
+        f"SELECT * FROM postgres_attach('host=127.0.0.1 port={fake_port} dbname={dbname}')",
+        "SELECT * FROM ducklake_snapshots('lake')",
+        "SELECT * FROM ducklake_table_info('lake')",
+        "SELECT rolpassword FROM __ducklake_metadata_lake.pg_catalog.pg_authid",
+        'SELECT * FROM "__ducklake_metadata_lake".ducklake_snapshot',
+        "SELECT * FROM __DUCKLAKE_METADATA_LAKE.public.ducklake_table",
+        "SELECT (SELECT count(*) FROM __ducklake_metadata_lake.public.ducklake_schema) AS n",
+        "WITH x AS (SELECT * FROM __ducklake_metadata_lake.ducklake_metadata) SELECT * FROM x",
+        "SELECT pg_clear_cache()",
+    ]
+
+
+def test_a_lake_query_reaches_neither_the_catalogs_postgres_nor_the_lakes_extensions(lake, lake_url, fake_pg):
+    reader = LakeReader(lake, processes=1)
+    try:
+        for query in _attacks(fake_pg.port, lake_url.rsplit("/", 1)[1]):
+            with pytest.raises(SqlRefused) as refused:
+                reader.run(query, None, timeout=20)
+            assert refused.value.code == "LOUSHO_SQL_REFUSED", query
+        assert fake_pg.connections == 0
+        # The lake's own tables still read, named plainly or through the lake's catalog.
+        assert reader.run("SELECT count(*) AS n FROM spans", None, timeout=20).table.to_pylist() == [{"n": 0}]
+        assert reader.run("SELECT count(*) AS n FROM lake.main.spans", None, timeout=20).table.num_rows == 1
+        assert reader.run("SELECT count(*) AS n FROM duckdb_tables()", None, timeout=20).table.num_rows == 1
+    finally:
+        reader.close()
+
+
+def test_the_lakes_process_gives_the_password_to_the_catalog_alone(lake, lake_url, fake_pg):
+    password = lake_url.split(":")[2].split("@")[0]
+    client = LakeClient(lake, read_only=True)
+    try:
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{client._proc.pid}/environ").read_text().split("\0") if "=" in item)
+        assert "PGPASSWORD" not in environ and password not in "".join(environ.values())
+        passfile = Path(environ["PGPASSFILE"])
+        assert passfile.stat().st_mode & 0o777 == 0o600 and passfile.parent.stat().st_mode & 0o777 == 0o700
+        # A libpq connection from the lake's environment to another server (the same database and user, only the
+        # port differs) is asked for a password and has none to give.
+        probe = ("import duckdb, sys; sys.path.insert(0, sys.argv[1]); from lake_worker import extension_path\n"
+                 "con = duckdb.connect(config={'autoload_known_extensions': False})\n"
+                 "con.execute(f\"LOAD '{extension_path('postgres_scanner')}'\")\n"
+                 "try:\n"
+                 "    con.execute(f\"SELECT * FROM postgres_scan('{sys.argv[2]}', 'public', 't')\")\n"
+                 "except duckdb.Error as e:\n"
+                 "    print(e)\n")
+        dbname = lake_url.rsplit("/", 1)[1]
+        worker_dir = str(Path(__import__("lousho.observe.lake.lake_worker", fromlist=["x"]).__file__).parent)
+        done = subprocess.run([lake_python(), "-I", "-c", probe, worker_dir,
+                               f"host=127.0.0.1 port={fake_pg.port} dbname={dbname} user=postgres"],
+                              env=environ, capture_output=True, text=True, timeout=60)
+        assert fake_pg.connections >= 1, done.stdout + done.stderr
+        assert fake_pg.passwords == [], "the password went to a server that is not the catalog"
+        # The catalog itself is still reached with it.
+        assert client.query("SELECT count(*) AS n FROM spans")[0].to_pylist() == [{"n": 0}]
+    finally:
+        client.close()
+    assert not passfile.exists() and not passfile.parent.exists()
+    assert os.environ.get("PGPASSFILE") != str(passfile)

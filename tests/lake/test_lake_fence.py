@@ -9,13 +9,15 @@ import socket
 import struct
 import subprocess
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from lousho.observe.errors import SqlRefused
-from lousho.observe.lake.lake_client import LakeClient, LakeTarget, lake_python
+from lousho.observe.lake.lake_client import LakeClient, LakeTarget, catalog_params, lake_python, libpq_dsn
 from lousho.observe.lake.lake_query import LakeReader
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
@@ -163,3 +165,33 @@ def test_the_lakes_process_gives_the_password_to_the_catalog_alone(lake, lake_ur
         client.close()
     assert not passfile.exists() and not passfile.parent.exists()
     assert os.environ.get("PGPASSFILE") != str(passfile)
+
+
+def test_the_catalog_urls_options_and_encoded_names_reach_the_lakes_process():
+    url = ("postgresql://u%40x:p%3Aw@db.example:6432/my%20lake?sslmode=verify-full&sslrootcert=/etc/ca%20s.pem"
+           "&options=-c%20statement_timeout%3D5s&application_name=it%27s")
+    params, password = catalog_params(url)
+    assert password == "p:w" and "password" not in libpq_dsn(params)
+    assert conninfo_to_dict(libpq_dsn(params)) == {
+        "user": "u@x", "host": "db.example", "port": "6432", "dbname": "my lake", "sslmode": "verify-full",
+        "sslrootcert": "/etc/ca s.pem", "options": "-c statement_timeout=5s", "application_name": "it's",
+        **{k: v for k, v in params.items() if k.startswith(("keepalives", "connect_timeout"))}}
+    attach, passfile = LakeTarget(url, "/tmp/x").attach()
+    assert attach == f"ducklake:postgres:{libpq_dsn(params)}" and passfile == "db.example:6432:my lake:u@x:p\\:w\n"
+
+
+def test_a_catalog_with_an_encoded_name_and_options_is_reached_with_them(tmp_path, pg_lake_server):
+    name = "lake db's"
+    with pg_lake_server.admin() as con:
+        con.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        con.execute(f'CREATE DATABASE "{name}"')
+    url = (pg_lake_server.url(urllib.parse.quote(name)) + "?sslmode=disable&application_name=lousho%20lake%20test")
+    target = LakeTarget(url, str(tmp_path / "lake-data"))
+    with LakeClient(target) as writer:
+        assert writer.migrate() >= 1
+        with pg_lake_server.admin() as con:
+            names = {row[0] for row in con.execute("SELECT application_name FROM pg_stat_activity WHERE datname = %s",
+                                                    [name]).fetchall()}
+        assert "lousho lake test" in names
+    with LakeClient(target, read_only=True) as reader:
+        assert reader.query("SELECT count(*) AS n FROM spans")[0].to_pylist() == [{"n": 0}]

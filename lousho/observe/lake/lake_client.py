@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pyarrow as pa
+from psycopg.conninfo import conninfo_to_dict
 
 from lousho.observe.errors import LakeFailed, LakeUnavailable
 from lousho.observe.lake import lake_schema
@@ -43,13 +45,10 @@ class LakeTarget:
     def attach(self) -> tuple[str, str | None]:
         """DuckLake's ATTACH string and, for a Postgres catalog with a password, the passfile's text
         (``host:port:dbname:user:password``) that gives libpq the password for that server alone."""
-        parsed = urllib.parse.urlsplit(self.catalog)
-        if parsed.scheme in ("postgres", "postgresql"):
-            parts = {"dbname": parsed.path.lstrip("/") or "postgres", "host": parsed.hostname or "127.0.0.1",
-                     "port": str(parsed.port or 5432), "user": urllib.parse.unquote(parsed.username or "postgres")}
-            dsn = " ".join(f"{k}={v}" for k, v in parts.items())
-            password = urllib.parse.unquote(parsed.password) if parsed.password else os.environ.get("PGPASSWORD")
-            return f"ducklake:postgres:{dsn}", passfile_text(parts, password) if password else None
+        if urllib.parse.urlsplit(self.catalog).scheme in ("postgres", "postgresql"):
+            params, password = catalog_params(self.catalog)
+            password = password or os.environ.get("PGPASSWORD")
+            return f"ducklake:postgres:{libpq_dsn(params)}", passfile_text(params, password) if password else None
         return f"ducklake:{Path(self.catalog).resolve()}", None
 
     def describe(self) -> str:
@@ -59,6 +58,29 @@ class LakeTarget:
             netloc = f"{parsed.username}:***@{parsed.hostname}:{parsed.port}"
             return urllib.parse.urlunsplit(parsed._replace(netloc=netloc))
         return self.catalog
+
+
+def catalog_params(url: str) -> tuple[dict[str, str], str | None]:
+    """The catalog URL's libpq parameters, as libpq reads them (every query option such as ``sslmode``,
+    ``sslrootcert`` or ``options`` kept, names percent-decoded), without the password, and the password."""
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
+    except psycopg.ProgrammingError as e:
+        raise LakeUnavailable(f"the lake's catalog URL does not parse: {e}") from None
+    password = params.pop("password", None)
+    if password:
+        params.pop("passfile", None)  # the password of the URL goes in the passfile written for it
+    for key, default in (("host", "127.0.0.1"), ("port", "5432"), ("user", "postgres"), ("dbname", "postgres")):
+        params.setdefault(key, default)
+    return params, password
+
+
+def libpq_dsn(params: dict[str, str]) -> str:
+    """``key='value' ...``, each value quoted as libpq's conninfo reads it."""
+    def quoted(value: str) -> str:
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    return " ".join(f"{key}={quoted(value)}" for key, value in params.items())
 
 
 def passfile_text(params: dict[str, str], password: str) -> str:

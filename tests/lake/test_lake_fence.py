@@ -5,10 +5,12 @@ neither, and the catalog's password goes to the catalog's server alone."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
 import subprocess
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +18,15 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from lousho.observe.errors import SqlRefused
-from lousho.observe.lake.lake_client import LakeClient, LakeTarget, catalog_params, lake_python, libpq_dsn
+from lousho.observe.errors import LakeUnavailable, ObserveError, SqlFailed, SqlRefused
+from lousho.observe.lake.lake_client import (
+    QUERY_GRACE_S,
+    LakeClient,
+    LakeTarget,
+    catalog_params,
+    lake_python,
+    libpq_dsn,
+)
 from lousho.observe.lake.lake_query import LakeReader
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
@@ -195,3 +204,44 @@ def test_a_catalog_with_an_encoded_name_and_options_is_reached_with_them(tmp_pat
         assert "lousho lake test" in names
     with LakeClient(target, read_only=True) as reader:
         assert reader.query("SELECT count(*) AS n FROM spans")[0].to_pylist() == [{"n": 0}]
+
+
+def _postgres_pids(server) -> list[int]:
+    postmaster = int((server.datadir / "postmaster.pid").read_text().split()[0])
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True, text=True)
+    return [postmaster, *(int(p) for p in children.stdout.split())]
+
+
+def test_a_lake_query_on_a_frozen_catalog_ends_in_its_time_limit_and_the_next_one_works(lake, pg_lake_server):
+    reader = LakeReader(lake, processes=1)
+    outcome: dict[str, object] = {}
+
+    def frozen_query() -> None:
+        started = time.monotonic()
+        try:
+            outcome["result"] = reader.run("SELECT count(*) AS n FROM spans", None, timeout=3)
+        except ObserveError as e:
+            outcome["error"] = e
+        outcome["seconds"] = time.monotonic() - started
+
+    try:
+        assert reader.run("SELECT count(*) AS n FROM spans", None, timeout=20).table.num_rows == 1
+        stopped = _postgres_pids(pg_lake_server)
+        try:
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            thread = threading.Thread(target=frozen_query, daemon=True)
+            thread.start()
+            thread.join(20)
+            assert not thread.is_alive(), "the query still waits on the frozen catalog"
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        error = outcome.get("error")
+        assert isinstance(error, LakeUnavailable | SqlFailed), outcome
+        assert error.code in ("LOUSHO_LAKE_UNAVAILABLE", "LOUSHO_SQL_FAILED")
+        assert outcome["seconds"] < 3 + QUERY_GRACE_S + 1.5, outcome
+        # The slot is free again and the next query, on a new process, answers.
+        assert reader.run("SELECT count(*) AS n FROM spans", None, timeout=20).table.to_pylist() == [{"n": 0}]
+    finally:
+        reader.close()

@@ -30,6 +30,13 @@ from lousho.observe.lake.lake_worker import ipc_bytes, read_frame, write_frame
 from lousho.observe.sql.sql_guard import LakeFunction
 
 PYTHON_ENV = "LOUSHO_LAKE_PYTHON"
+# A query's process is killed this long past its time limit if it has not answered (the catalog stopped answering).
+QUERY_GRACE_S = 2.0
+FENCE_TIMEOUT_S = 30.0
+# libpq's own bounds on the worker's catalog connections: a catalog that does not answer the connection, or a
+# connection whose peer vanished, fails rather than waits forever (the URL may set its own).
+LIBPQ_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
+                  "keepalives_count": "3"}
 # Where ``lousho lake setup`` builds the lake's environment by default.
 DEFAULT_VENV = Path.home() / ".local" / "share" / "lousho" / "lake-venv"
 WORKER = Path(__file__).with_name("lake_worker.py")
@@ -70,7 +77,8 @@ def catalog_params(url: str) -> tuple[dict[str, str], str | None]:
     password = params.pop("password", None)
     if password:
         params.pop("passfile", None)  # the password of the URL goes in the passfile written for it
-    for key, default in (("host", "127.0.0.1"), ("port", "5432"), ("user", "postgres"), ("dbname", "postgres")):
+    for key, default in (("host", "127.0.0.1"), ("port", "5432"), ("user", "postgres"), ("dbname", "postgres"),
+                         *LIBPQ_DEFAULTS.items()):
         params.setdefault(key, default)
     return params, password
 
@@ -129,12 +137,13 @@ class LakeClient:
     """One lake process, one request at a time (a lock serialises callers)."""
 
     def __init__(self, target: LakeTarget, *, read_only: bool = False, python: str | None = None,
-                 memory_limit: str | None = None) -> None:
+                 memory_limit: str | None = None, open_timeout_s: float | None = None) -> None:
         self.target = target
         attach, secret = target.attach()
         Path(target.data_path).mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._fence: tuple[list[LakeFunction], list[str]] | None = None
+        self._killed = False
         # Never PGPASSWORD (libpq would send it to any server a query names): a passfile for the catalog alone.
         env = {k: v for k, v in os.environ.items() if k != "PGPASSWORD"}
         self._passfile = write_passfile(secret) if secret else None
@@ -146,8 +155,13 @@ class LakeClient:
         except OSError as e:
             remove_passfile(self._passfile)
             raise LakeUnavailable(f"the lake's process did not start: {e}") from e
-        opened = self._request({"op": "open", "catalog": attach, "data_path": target.data_path,
-                                "read_only": read_only, "memory_limit": memory_limit})
+        try:
+            opened = self._request({"op": "open", "catalog": attach, "data_path": target.data_path,
+                                    "read_only": read_only, "memory_limit": memory_limit}, deadline_s=open_timeout_s)
+        except BaseException:
+            self._proc.kill()
+            self.close()
+            raise
         self.version = int(opened["version"])
         if self.version > lake_schema.LAKE_SCHEMA_VERSION:
             self.close()
@@ -173,16 +187,23 @@ class LakeClient:
     def query(self, sql: str, params: list[Any] | None = None, *, timeout_s: float = 30.0,
               max_rows: int = 1 << 62) -> tuple[pa.Table, bool]:
         """The answer and whether it was cut at ``max_rows``."""
+        # The worker interrupts the query at ``timeout_s``, but an interrupt does not end a wait in libpq (a catalog
+        # that stopped answering): past the grace the process is killed, and the next query starts another.
         answer, payload = self._exchange({"op": "query", "sql": sql, "params": params, "timeout_s": timeout_s,
-                                          "max_rows": max_rows})
+                                          "max_rows": max_rows}, deadline_s=timeout_s + QUERY_GRACE_S)
         self._check(answer)
         return pa.ipc.open_stream(payload).read_all(), bool(answer.get("truncated"))
+
+    @property
+    def usable(self) -> bool:
+        """Whether the process is still there to take a request (not stopped by a deadline, not exited)."""
+        return not self._killed and self._proc.poll() is None
 
     def fence(self) -> tuple[list[LakeFunction], list[str]]:
         """The lake DuckDB's functions and attached databases, for the statement check of its queries (asked
         once per process: they change only with the lake's environment)."""
         if self._fence is None:
-            answer = self._request({"op": "fence"})
+            answer = self._request({"op": "fence"}, deadline_s=FENCE_TIMEOUT_S)
             self._fence = ([LakeFunction(str(n), bool(t), bool(v)) for n, t, v in answer["functions"]],
                            [str(d) for d in answer["databases"]])
         return self._fence
@@ -211,18 +232,41 @@ class LakeClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, header: dict[str, Any], payload: bytes = b"") -> dict[str, Any]:
-        answer, _ = self._exchange(header, payload)
+    def _request(self, header: dict[str, Any], payload: bytes = b"", deadline_s: float | None = None) -> dict[str, Any]:
+        answer, _ = self._exchange(header, payload, deadline_s)
         return self._check(answer)
 
-    def _exchange(self, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], bytes]:
+    def _exchange(self, header: dict[str, Any], payload: bytes = b"",
+                  deadline_s: float | None = None) -> tuple[dict[str, Any], bytes]:
+        """One request and its answer; with ``deadline_s``, a process that has not answered by then is killed
+        (``LakeUnavailable``): this client is then done, and its owner starts another."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            self._proc.kill()
+
+        timer = threading.Timer(deadline_s, kill) if deadline_s is not None else None
+        late = LakeUnavailable(f"the lake did not answer within {deadline_s or 0:g} s; its process was stopped")
         with self._lock:
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
             try:
                 write_frame(self._proc.stdin, header, payload)  # type: ignore[arg-type]
                 frame = read_frame(self._proc.stdout)  # type: ignore[arg-type]
             except (OSError, EOFError) as e:
+                if killed.is_set():
+                    raise late from None
                 raise LakeUnavailable(f"the lake's process stopped: {e}") from e
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        if killed.is_set():
+            self._killed = True  # even with the answer in: the process is gone
+            if frame is None:
+                raise late
         if frame is None:
             raise LakeUnavailable(f"the lake's process stopped (exit {self._proc.poll()})")
         return frame

@@ -9,6 +9,7 @@ network outside the lake's data directory are shut off and the configuration is 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from lousho.observe.errors import LakeFailed, SqlFailed, SqlRefused
@@ -53,10 +54,16 @@ class LakeReader:
         self._closed = False
 
     def run(self, query: str, params: list[Any] | None, **bounds: Any) -> QueryResult:
+        """The query's answer; its time limit (``timeout``) bounds the whole call, a new process's start
+        included: a process that does not answer in it is killed (``LakeUnavailable``) and the next query
+        starts another."""
+        timeout = float(bounds.pop("timeout", LAKE_SQL_TIMEOUT_S))
         with self._slots:
-            client = self._take()
+            started = time.monotonic()
+            client = self._take(timeout)
             try:
-                result = run_lake_query(client, query, params, **bounds)
+                remaining = max(0.1, timeout - (time.monotonic() - started))
+                result = run_lake_query(client, query, params, timeout=remaining, **bounds)
             except BaseException as e:
                 if isinstance(e, SqlFailed | SqlRefused):
                     self._give_back(client)
@@ -66,15 +73,15 @@ class LakeReader:
             self._give_back(client)
             return result
 
-    def _take(self) -> LakeClient:
+    def _take(self, timeout: float) -> LakeClient:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return LakeClient(self.target, read_only=True, python=self._python)
+        return LakeClient(self.target, read_only=True, python=self._python, open_timeout_s=timeout)
 
     def _give_back(self, client: LakeClient) -> None:
         with self._lock:
-            if not self._closed:
+            if not self._closed and client.usable:
                 self._idle.append(client)
                 return
         client.close()

@@ -245,3 +245,17 @@ def test_a_lake_query_on_a_frozen_catalog_ends_in_its_time_limit_and_the_next_on
         assert reader.run("SELECT count(*) AS n FROM spans", None, timeout=20).table.to_pylist() == [{"n": 0}]
     finally:
         reader.close()
+
+
+def test_a_querys_own_error_naming_a_connection_is_its_failure_not_an_outage(lake):
+    reader = LakeReader(lake, processes=1)
+    try:
+        reader.run("SELECT 1 AS x", None, timeout=20)
+        (client,) = reader._idle
+        for _ in range(2):
+            with pytest.raises(SqlFailed) as failed:
+                reader.run("SELECT error('no connection') AS x", None, timeout=20)
+            assert failed.value.code == "LOUSHO_SQL_FAILED" and "no connection" in failed.value.message
+            assert reader._idle == [client] and client.usable  # the same process, not restarted
+    finally:
+        reader.close()

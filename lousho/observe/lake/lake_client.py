@@ -33,6 +33,8 @@ PYTHON_ENV = "LOUSHO_LAKE_PYTHON"
 # A query's process is killed this long past its time limit if it has not answered (the catalog stopped answering).
 QUERY_GRACE_S = 2.0
 FENCE_TIMEOUT_S = 30.0
+# The worker's error classes that mean the lake cannot be reached (its catalog or files), not that a request failed.
+OUTAGE_KINDS = frozenset({"IOException", "ConnectionException", "OSError", "FileNotFoundError"})
 # libpq's own bounds on the worker's catalog connections: a catalog that does not answer the connection, or a
 # connection whose peer vanished, fails rather than waits forever (the URL may set its own).
 LIBPQ_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
@@ -275,8 +277,10 @@ class LakeClient:
     def _check(answer: dict[str, Any]) -> dict[str, Any]:
         if answer.get("ok"):
             return answer
+        # Decided by the error's class the worker reports (DuckDB's IOException for an unreachable catalog or
+        # data file), never by its text: a query's own error('no connection') is the query's failure.
         error, kind = str(answer.get("error")), str(answer.get("kind"))
-        if kind in ("IOException", "OSError", "FileNotFoundError") or "connection" in error.lower():
+        if kind in OUTAGE_KINDS:
             raise LakeUnavailable(f"the lake: {error}")
         raise LakeFailed(f"the lake refused the request: {error}")
 

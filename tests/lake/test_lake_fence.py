@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from lousho.observe.errors import LakeUnavailable, ObserveError, SqlFailed, SqlRefused
+from lousho.observe.errors import LakeUnavailable, ObserveError, SqlFailed, SqlOutOfMemory, SqlRefused
 from lousho.observe.lake.lake_client import (
     QUERY_GRACE_S,
     LakeClient,
@@ -257,5 +257,23 @@ def test_a_querys_own_error_naming_a_connection_is_its_failure_not_an_outage(lak
                 reader.run("SELECT error('no connection') AS x", None, timeout=20)
             assert failed.value.code == "LOUSHO_SQL_FAILED" and "no connection" in failed.value.message
             assert reader._idle == [client] and client.usable  # the same process, not restarted
+    finally:
+        reader.close()
+
+
+def test_a_lake_answer_is_bounded_like_a_local_one(lake):
+    reader = LakeReader(lake, processes=1, memory_limit="1GB")
+    try:
+        with pytest.raises(SqlOutOfMemory) as refused:
+            reader.run("SELECT repeat('x', 1000000) AS s FROM range(400)", None, timeout=30,
+                       max_answer_bytes=16 * 2**20)
+        assert refused.value.code == "LOUSHO_SQL_OUT_OF_MEMORY" and "16 MiB" in refused.value.message
+        (client,) = reader._idle
+        assert client.usable  # the process stays, for the next query
+        small = reader.run("SELECT repeat('x', 1000) AS s FROM range(400)", None, timeout=30,
+                           max_answer_bytes=16 * 2**20)
+        assert small.table.num_rows == 400
+        limit = reader.run("SELECT current_setting('memory_limit') AS m", None, timeout=30).table.to_pylist()
+        assert limit[0]["m"].replace(" ", "") in ("953.6MiB", "1.0GB", "1000.0MB"), limit
     finally:
         reader.close()

@@ -187,12 +187,14 @@ class LakeClient:
         return int(answer["rows"])
 
     def query(self, sql: str, params: list[Any] | None = None, *, timeout_s: float = 30.0,
-              max_rows: int = 1 << 62) -> tuple[pa.Table, bool]:
-        """The answer and whether it was cut at ``max_rows``."""
+              max_rows: int = 1 << 62, max_bytes: int | None = None) -> tuple[pa.Table, bool]:
+        """The answer and whether it was cut at ``max_rows``; past ``max_bytes`` of Arrow data the worker stops
+        reading it and the call fails (``LakeFailed`` of kind ``AnswerTooLarge``)."""
         # The worker interrupts the query at ``timeout_s``, but an interrupt does not end a wait in libpq (a catalog
         # that stopped answering): past the grace the process is killed, and the next query starts another.
         answer, payload = self._exchange({"op": "query", "sql": sql, "params": params, "timeout_s": timeout_s,
-                                          "max_rows": max_rows}, deadline_s=timeout_s + QUERY_GRACE_S)
+                                          "max_rows": max_rows, "max_bytes": max_bytes},
+                                         deadline_s=timeout_s + QUERY_GRACE_S)
         self._check(answer)
         return pa.ipc.open_stream(payload).read_all(), bool(answer.get("truncated"))
 
@@ -282,7 +284,9 @@ class LakeClient:
         error, kind = str(answer.get("error")), str(answer.get("kind"))
         if kind in OUTAGE_KINDS:
             raise LakeUnavailable(f"the lake: {error}")
-        raise LakeFailed(f"the lake refused the request: {error}")
+        failed = LakeFailed(f"the lake refused the request: {error}")
+        failed.kind = kind
+        raise failed
 
 
 def _named(name: str, table: pa.Table) -> bytes:

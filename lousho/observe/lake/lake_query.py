@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from lousho.observe.errors import LakeFailed, SqlFailed, SqlRefused
+from lousho.observe.errors import LakeFailed, SqlFailed, SqlOutOfMemory, SqlRefused
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
 from lousho.observe.sql.query import QueryResult, check_size
 from lousho.observe.sql.sql_guard import check_lake_read_only
@@ -20,11 +20,16 @@ from lousho.observe.sql.sql_guard import check_lake_read_only
 # A query of the lake may take longer than one of the local store: ``runs`` and ``sessions`` are computed from every
 # span there (about 10 s at 10M spans, docs/performance.md "The fleet's lake"), where the store keeps them folded.
 LAKE_SQL_TIMEOUT_S = 120.0
+# DuckDB's memory limit in each read-only lake process (its default is 80% of the machine's memory, per process).
+LAKE_QUERY_MEMORY_LIMIT = "4GB"
 
 
 def run_lake_query(client: LakeClient, query: str, params: list[Any] | None = None, *,
                    timeout: float = LAKE_SQL_TIMEOUT_S,
-                   max_rows: int = 1_000_000, max_query_bytes: int = 1024 * 1024) -> QueryResult:
+                   max_rows: int = 1_000_000, max_query_bytes: int = 1024 * 1024,
+                   max_answer_bytes: int | None = None) -> QueryResult:
+    """``run_query``'s fences and bounds, for the lake: ``max_answer_bytes`` bounds the Arrow answer as
+    ``--sql-query-memory`` bounds a local one (``LOUSHO_SQL_OUT_OF_MEMORY``), counted in the lake's process."""
     check_size(query, max_query_bytes)
     if params is not None and not isinstance(params, list | tuple):
         raise SqlRefused("params must be a list")
@@ -33,9 +38,11 @@ def run_lake_query(client: LakeClient, query: str, params: list[Any] | None = No
     check_lake_read_only(query, *client.fence())
     try:
         table, truncated = client.query(query, list(params) if params else None, timeout_s=timeout,
-                                        max_rows=max_rows)
+                                        max_rows=max_rows, max_bytes=max_answer_bytes)
     except LakeFailed as e:
         message = e.message.removeprefix("the lake refused the request: ")
+        if getattr(e, "kind", None) in ("AnswerTooLarge", "OutOfMemoryException"):
+            raise SqlOutOfMemory(f"the lake: {message.splitlines()[0]}") from None
         if "Permission Error" in message or "read-only" in message:
             raise SqlRefused(f"refused: {message.splitlines()[0]}") from None
         raise SqlFailed(f"the lake: {message.splitlines()[0]}") from None
@@ -46,8 +53,9 @@ class LakeReader:
     """Read-only lake processes for queries (``/v1/sql?scope=lake``, the trigger, the page): started on first use,
     up to ``processes`` at once (each query holds one), and started again after one stops."""
 
-    def __init__(self, target: LakeTarget, python: str | None = None, processes: int = 2) -> None:
-        self.target, self._python = target, python
+    def __init__(self, target: LakeTarget, python: str | None = None, processes: int = 2,
+                 memory_limit: str = LAKE_QUERY_MEMORY_LIMIT) -> None:
+        self.target, self._python, self._memory_limit = target, python, memory_limit
         self._idle: list[LakeClient] = []
         self._slots = threading.BoundedSemaphore(processes)
         self._lock = threading.Lock()
@@ -65,7 +73,7 @@ class LakeReader:
                 remaining = max(0.1, timeout - (time.monotonic() - started))
                 result = run_lake_query(client, query, params, timeout=remaining, **bounds)
             except BaseException as e:
-                if isinstance(e, SqlFailed | SqlRefused):
+                if isinstance(e, SqlFailed | SqlRefused | SqlOutOfMemory):
                     self._give_back(client)
                 else:
                     client.close()
@@ -77,7 +85,8 @@ class LakeReader:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return LakeClient(self.target, read_only=True, python=self._python, open_timeout_s=timeout)
+        return LakeClient(self.target, read_only=True, python=self._python, open_timeout_s=timeout,
+                          memory_limit=self._memory_limit)
 
     def _give_back(self, client: LakeClient) -> None:
         with self._lock:

@@ -124,6 +124,9 @@ def _attacks(fake_port: int, dbname: str) -> list[str]:
         "SELECT (SELECT count(*) FROM __ducklake_metadata_lake.public.ducklake_schema) AS n",
         "WITH x AS (SELECT * FROM __ducklake_metadata_lake.ducklake_metadata) SELECT * FROM x",
         "SELECT pg_clear_cache()",
+        "SELECT * FROM histogram_values('__ducklake_metadata_lake.pg_catalog.pg_authid', rolpassword)",
+        "SELECT * FROM histogram('__ducklake_' || 'metadata_lake.pg_catalog.pg_authid', rolpassword)",
+        "SELECT * FROM pragma_storage_info('__ducklake_metadata_lake.public.ducklake_snapshot')",
     ]
 
 

@@ -204,6 +204,10 @@ LAKE_EXTRA_FUNCTIONS: frozenset[str] = frozenset()
 
 # The databases a lake query may name: the lake, and DuckDB's own (empty or built in). Not the lake's metadata
 # catalog (``__ducklake_metadata_<name>``, the Postgres catalog itself) nor anything else attached.
+# Reading functions that read a table named by a string (which the parse cannot see as a table): in the lake's
+# DuckDB that string may name the metadata catalog (``histogram_values('__ducklake_metadata_lake.pg_catalog.pg_authid',
+# rolpassword)``). Refused by name on the lake, the ``histogram`` aggregate included (``histogram_exact`` remains).
+LAKE_REFUSED_FUNCTIONS = frozenset({"histogram", "histogram_values", "pragma_storage_info", "pragma_metadata_info"})
 LAKE_DATABASES = frozenset({"lake", "memory", "system", "temp"})
 LAKE_METADATA_PREFIX = "__ducklake_metadata_"
 
@@ -229,6 +233,9 @@ def check_lake_read_only(query: object, lake_functions: Iterable[LakeFunction], 
     known = local_functions()
     by_name = {f.name.lower(): f for f in lake_functions}
     for name in sorted(checked.functions):
+        if name in LAKE_REFUSED_FUNCTIONS:
+            raise SqlRefused(f"the function {name}() is refused on the lake: it reads a table named by a string, "
+                             "which the check cannot see", hint="query the table itself (FROM spans ...)")
         found = by_name.get(name)
         if found is None:
             continue  # not a function there: the lake's DuckDB fails the query itself

@@ -2,8 +2,9 @@
 
 The statement guard (``sql_guard.check_lake_read_only``: one side-effect-free SELECT, no function of the lake's
 extensions, no database but the lake) and the size bound run here, on lousho's DuckDB, before the text reaches the
-lake's process; there the lake is attached read-only, files and
-network outside the lake's data directory are shut off and the configuration is locked (lake_worker.py).
+lake's process; there the lake is attached read-only, files and network outside the lake's data directory are shut
+off and the configuration is locked (lake_worker.py). A query is bounded in time (its process is killed past its
+limit, ``LakeClient``) and in answer bytes, as a local one is.
 """
 
 from __future__ import annotations

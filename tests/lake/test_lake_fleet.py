@@ -126,7 +126,11 @@ def test_the_lake_scope_is_read_only_and_named(tmp_path, lake_url):
     daemon = lake_daemon(tmp_path, lake_url, "d0")
     try:
         for query in ("SELECT * FROM read_csv('/etc/passwd')", "INSERT INTO span_rows SELECT * FROM span_rows",
-                      "COPY (SELECT 1) TO '/tmp/x.csv'"):
+                      "COPY (SELECT 1) TO '/tmp/x.csv'",
+                      # The lake's extensions and its catalog's Postgres (tests/lake/test_lake_fence.py has more).
+                      "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT pg_read_file(''/etc/hosts'')')",
+                      "SELECT * FROM postgres_scan('host=127.0.0.1 port=9 dbname=x', 'public', 't')",
+                      "SELECT rolpassword FROM __ducklake_metadata_lake.pg_catalog.pg_authid"):
             reply = post(daemon.url, "/v1/sql?scope=lake", json.dumps({"query": query}).encode(), "application/json")
             assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_REFUSED", reply.body
         reply = post(daemon.url, "/v1/sql?scope=everywhere", b'{"query": "SELECT 1"}', "application/json")

@@ -12,6 +12,7 @@ from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.errors import SqlFailed, SqlRefused
 from lousho.observe.sql import query as sql_api
+from lousho.observe.sql.sql_guard import LakeFunction, check_lake_read_only
 from lousho.observe.store import schema
 from lousho.observe.store.span_store import SpanStore
 
@@ -151,3 +152,23 @@ def test_the_file_client_goes_through_the_same_check(tmp_path):
         assert client.sql("SELECT count(*) AS n FROM spans").to_dicts() == [{"n": 0}]
     finally:
         client.close()
+
+
+def test_the_lake_check_refuses_what_only_the_lakes_duckdb_has_and_other_databases():
+    """check_lake_read_only against a lake DuckDB described by hand: its extension's functions, its volatile
+    scalars and its other databases are refused; what lousho's DuckDB knows and reads stays allowed."""
+    lake_functions = [LakeFunction("postgres_query", True, False), LakeFunction("lake_only_scalar", False, False),
+                      LakeFunction("abs", False, False), LakeFunction("range", True, False),
+                      LakeFunction("lower", False, True), LakeFunction("duckdb_secrets", True, False)]
+    databases = ["lake", "memory", "system", "temp", "__ducklake_metadata_lake", "other"]
+    for query in ("SELECT * FROM postgres_query('x', 'SELECT 1')", "SELECT lake_only_scalar(1)",
+                  "SELECT lower('A')", "SELECT * FROM duckdb_secrets()",
+                  "SELECT * FROM __ducklake_metadata_lake.public.ducklake_table",
+                  'SELECT * FROM "__DuckLake_Metadata_lake".t', "SELECT * FROM other.main.t", "SELECT * FROM other.t",
+                  "SELECT x FROM (SELECT * FROM __ducklake_metadata_lake.t) s",
+                  "SELECT * FROM histogram_values('__ducklake_metadata_lake.t', c)"):
+        with pytest.raises(SqlRefused):
+            check_lake_read_only(query, lake_functions, databases)
+    for query in ("SELECT abs(-1) FROM spans", "SELECT * FROM range(3)", "SELECT count(*) FROM lake.main.spans",
+                  "SELECT * FROM information_schema.tables"):
+        check_lake_read_only(query, lake_functions, databases)

@@ -3,27 +3,42 @@ requests (open, migrate, position, commit, query, upkeep) as methods.
 
 Catalogs: a Postgres URL (``postgresql://user:password@host:port/db``: many daemons write at once) or a file path
 (DuckLake's DuckDB catalog: one writer at a time, for a single machine). The Postgres password goes to the lake's
-process in its environment, never in the ``ATTACH`` text a query could read back.
+process in a libpq passfile for the catalog's host, port, database and user alone (never ``PGPASSWORD``, which libpq
+sends to any server), never in the ``ATTACH`` text a query could read back.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pyarrow as pa
+from psycopg.conninfo import conninfo_to_dict
 
 from lousho.observe.errors import LakeFailed, LakeUnavailable
 from lousho.observe.lake import lake_schema
 from lousho.observe.lake.lake_worker import ipc_bytes, read_frame, write_frame
+from lousho.observe.sql.sql_guard import LakeFunction
 
 PYTHON_ENV = "LOUSHO_LAKE_PYTHON"
+# A query's process is killed this long past its time limit if it has not answered (the catalog stopped answering).
+QUERY_GRACE_S = 2.0
+FENCE_TIMEOUT_S = 30.0
+# The worker's error classes that mean the lake cannot be reached (its catalog or files), not that a request failed.
+OUTAGE_KINDS = frozenset({"IOException", "ConnectionException", "OSError", "FileNotFoundError"})
+# libpq's own bounds on the worker's catalog connections: a catalog that does not answer the connection, or a
+# connection whose peer vanished, fails rather than waits forever (the URL may set its own).
+LIBPQ_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
+                  "keepalives_count": "3"}
 # Where ``lousho lake setup`` builds the lake's environment by default.
 DEFAULT_VENV = Path.home() / ".local" / "share" / "lousho" / "lake-venv"
 WORKER = Path(__file__).with_name("lake_worker.py")
@@ -36,16 +51,14 @@ class LakeTarget:
     catalog: str
     data_path: str
 
-    def attach(self) -> tuple[str, dict[str, str]]:
-        """DuckLake's ATTACH string and the environment that carries the password."""
-        parsed = urllib.parse.urlsplit(self.catalog)
-        if parsed.scheme in ("postgres", "postgresql"):
-            parts = {"dbname": parsed.path.lstrip("/") or "postgres", "host": parsed.hostname or "127.0.0.1",
-                     "port": str(parsed.port or 5432), "user": urllib.parse.unquote(parsed.username or "postgres")}
-            dsn = " ".join(f"{k}={v}" for k, v in parts.items())
-            env = {"PGPASSWORD": urllib.parse.unquote(parsed.password)} if parsed.password else {}
-            return f"ducklake:postgres:{dsn}", env
-        return f"ducklake:{Path(self.catalog).resolve()}", {}
+    def attach(self) -> tuple[str, str | None]:
+        """DuckLake's ATTACH string and, for a Postgres catalog with a password, the passfile's text
+        (``host:port:dbname:user:password``) that gives libpq the password for that server alone."""
+        if urllib.parse.urlsplit(self.catalog).scheme in ("postgres", "postgresql"):
+            params, password = catalog_params(self.catalog)
+            password = password or os.environ.get("PGPASSWORD")
+            return f"ducklake:postgres:{libpq_dsn(params)}", passfile_text(params, password) if password else None
+        return f"ducklake:{Path(self.catalog).resolve()}", None
 
     def describe(self) -> str:
         """The catalog without its password, for logs and the ready line."""
@@ -54,6 +67,59 @@ class LakeTarget:
             netloc = f"{parsed.username}:***@{parsed.hostname}:{parsed.port}"
             return urllib.parse.urlunsplit(parsed._replace(netloc=netloc))
         return self.catalog
+
+
+def catalog_params(url: str) -> tuple[dict[str, str], str | None]:
+    """The catalog URL's libpq parameters, as libpq reads them (every query option such as ``sslmode``,
+    ``sslrootcert`` or ``options`` kept, names percent-decoded), without the password, and the password."""
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
+    except psycopg.ProgrammingError as e:
+        raise LakeUnavailable(f"the lake's catalog URL does not parse: {e}") from None
+    password = params.pop("password", None)
+    if password:
+        params.pop("passfile", None)  # the password of the URL goes in the passfile written for it
+    for key, default in (("host", "127.0.0.1"), ("port", "5432"), ("user", "postgres"), ("dbname", "postgres"),
+                         *LIBPQ_DEFAULTS.items()):
+        params.setdefault(key, default)
+    return params, password
+
+
+def libpq_dsn(params: dict[str, str]) -> str:
+    """``key='value' ...``, each value quoted as libpq's conninfo reads it."""
+    def quoted(value: str) -> str:
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    return " ".join(f"{key}={quoted(value)}" for key, value in params.items())
+
+
+def passfile_text(params: dict[str, str], password: str) -> str:
+    """The catalog's line of a libpq password file: the password goes to that host, port, database and user
+    only (``PGPASSWORD`` would go to any server a connection of the lake's process reaches)."""
+    def field(value: str) -> str:
+        return value.replace("\\", "\\\\").replace(":", "\\:")
+
+    hosts = params.get("host", "localhost").split(",")
+    ports = params.get("port", "5432").split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    return "".join(f"{field(h)}:{field(p)}:{field(params['dbname'])}:{field(params['user'])}:{field(password)}\n"
+                   for h, p in zip(hosts, ports, strict=False))
+
+
+def write_passfile(text: str) -> Path:
+    """``text`` in a new private directory (0700), the file 0600 as libpq requires; removed with the directory by
+    ``remove_passfile`` when the lake's process stops."""
+    directory = Path(tempfile.mkdtemp(prefix="lousho-lake-"))
+    path = directory / "pgpass"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
+
+
+def remove_passfile(path: Path | None) -> None:
+    if path is not None:
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def lake_python(configured: str | None = None) -> str:
@@ -73,18 +139,31 @@ class LakeClient:
     """One lake process, one request at a time (a lock serialises callers)."""
 
     def __init__(self, target: LakeTarget, *, read_only: bool = False, python: str | None = None,
-                 memory_limit: str | None = None) -> None:
+                 memory_limit: str | None = None, open_timeout_s: float | None = None) -> None:
         self.target = target
-        attach, env = target.attach()
+        attach, secret = target.attach()
         Path(target.data_path).mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._fence: tuple[list[LakeFunction], list[str]] | None = None
+        self._killed = False
+        # Never PGPASSWORD (libpq would send it to any server a query names): a passfile for the catalog alone.
+        env = {k: v for k, v in os.environ.items() if k != "PGPASSWORD"}
+        self._passfile = write_passfile(secret) if secret else None
+        if self._passfile is not None:
+            env["PGPASSFILE"] = str(self._passfile)
         try:
             self._proc = subprocess.Popen([lake_python(python), "-I", str(WORKER)], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, env={**os.environ, **env})
+                                          stdout=subprocess.PIPE, env=env)
         except OSError as e:
+            remove_passfile(self._passfile)
             raise LakeUnavailable(f"the lake's process did not start: {e}") from e
-        opened = self._request({"op": "open", "catalog": attach, "data_path": target.data_path,
-                                "read_only": read_only, "memory_limit": memory_limit})
+        try:
+            opened = self._request({"op": "open", "catalog": attach, "data_path": target.data_path,
+                                    "read_only": read_only, "memory_limit": memory_limit}, deadline_s=open_timeout_s)
+        except BaseException:
+            self._proc.kill()
+            self.close()
+            raise
         self.version = int(opened["version"])
         if self.version > lake_schema.LAKE_SCHEMA_VERSION:
             self.close()
@@ -108,12 +187,30 @@ class LakeClient:
         return int(answer["rows"])
 
     def query(self, sql: str, params: list[Any] | None = None, *, timeout_s: float = 30.0,
-              max_rows: int = 1 << 62) -> tuple[pa.Table, bool]:
-        """The answer and whether it was cut at ``max_rows``."""
+              max_rows: int = 1 << 62, max_bytes: int | None = None) -> tuple[pa.Table, bool]:
+        """The answer and whether it was cut at ``max_rows``; past ``max_bytes`` of Arrow data the worker stops
+        reading it and the call fails (``LakeFailed`` of kind ``AnswerTooLarge``)."""
+        # The worker interrupts the query at ``timeout_s``, but an interrupt does not end a wait in libpq (a catalog
+        # that stopped answering): past the grace the process is killed, and the next query starts another.
         answer, payload = self._exchange({"op": "query", "sql": sql, "params": params, "timeout_s": timeout_s,
-                                          "max_rows": max_rows})
+                                          "max_rows": max_rows, "max_bytes": max_bytes},
+                                         deadline_s=timeout_s + QUERY_GRACE_S)
         self._check(answer)
         return pa.ipc.open_stream(payload).read_all(), bool(answer.get("truncated"))
+
+    @property
+    def usable(self) -> bool:
+        """Whether the process is still there to take a request (not stopped by a deadline, not exited)."""
+        return not self._killed and self._proc.poll() is None
+
+    def fence(self) -> tuple[list[LakeFunction], list[str]]:
+        """The lake DuckDB's functions and attached databases, for the statement check of its queries (asked
+        once per process: they change only with the lake's environment)."""
+        if self._fence is None:
+            answer = self._request({"op": "fence"}, deadline_s=FENCE_TIMEOUT_S)
+            self._fence = ([LakeFunction(str(n), bool(t), bool(v)) for n, t, v in answer["functions"]],
+                           [str(d) for d in answer["databases"]])
+        return self._fence
 
     def upkeep(self, older_than_s: float) -> dict[str, Any]:
         return self._request({"op": "upkeep", "older_than_s": older_than_s})
@@ -131,6 +228,7 @@ class LakeClient:
             self._proc.wait()
         if self._proc.stdout is not None:
             self._proc.stdout.close()
+        remove_passfile(self._passfile)
 
     def __enter__(self) -> LakeClient:
         return self
@@ -138,18 +236,41 @@ class LakeClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, header: dict[str, Any], payload: bytes = b"") -> dict[str, Any]:
-        answer, _ = self._exchange(header, payload)
+    def _request(self, header: dict[str, Any], payload: bytes = b"", deadline_s: float | None = None) -> dict[str, Any]:
+        answer, _ = self._exchange(header, payload, deadline_s)
         return self._check(answer)
 
-    def _exchange(self, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], bytes]:
+    def _exchange(self, header: dict[str, Any], payload: bytes = b"",
+                  deadline_s: float | None = None) -> tuple[dict[str, Any], bytes]:
+        """One request and its answer; with ``deadline_s``, a process that has not answered by then is killed
+        (``LakeUnavailable``): this client is then done, and its owner starts another."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            self._proc.kill()
+
+        timer = threading.Timer(deadline_s, kill) if deadline_s is not None else None
+        late = LakeUnavailable(f"the lake did not answer within {deadline_s or 0:g} s; its process was stopped")
         with self._lock:
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
             try:
                 write_frame(self._proc.stdin, header, payload)  # type: ignore[arg-type]
                 frame = read_frame(self._proc.stdout)  # type: ignore[arg-type]
             except (OSError, EOFError) as e:
+                if killed.is_set():
+                    raise late from None
                 raise LakeUnavailable(f"the lake's process stopped: {e}") from e
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        if killed.is_set():
+            self._killed = True  # even with the answer in: the process is gone
+            if frame is None:
+                raise late
         if frame is None:
             raise LakeUnavailable(f"the lake's process stopped (exit {self._proc.poll()})")
         return frame
@@ -158,10 +279,14 @@ class LakeClient:
     def _check(answer: dict[str, Any]) -> dict[str, Any]:
         if answer.get("ok"):
             return answer
+        # Decided by the error's class the worker reports (DuckDB's IOException for an unreachable catalog or
+        # data file), never by its text: a query's own error('no connection') is the query's failure.
         error, kind = str(answer.get("error")), str(answer.get("kind"))
-        if kind in ("IOException", "OSError", "FileNotFoundError") or "connection" in error.lower():
+        if kind in OUTAGE_KINDS:
             raise LakeUnavailable(f"the lake: {error}")
-        raise LakeFailed(f"the lake refused the request: {error}")
+        failed = LakeFailed(f"the lake refused the request: {error}")
+        failed.kind = kind
+        raise failed
 
 
 def _named(name: str, table: pa.Table) -> bytes:

@@ -13,7 +13,9 @@ An answer is ``{"ok": true, ...}`` or ``{"ok": false, "error": ..., "kind": ...}
 
 A query connection has the lake attached read-only, every other file and the network shut off
 (``enable_external_access`` false but for the lake's data directory) and its configuration locked; the catalog's
-password comes from the environment (``PGPASSWORD``), never from the connection string a query can read.
+password comes from a libpq passfile for the catalog alone (``PGPASSFILE``), never from the connection string a
+query can read. The daemon refuses, before a query reaches this process, every function of its extensions and any
+database but the lake (``fence`` lists them for that check).
 """
 
 from __future__ import annotations
@@ -151,10 +153,12 @@ class Lake:
         _fault("lake.committed")
         return rows
 
-    def query(self, sql: str, params: list[Any] | None, timeout_s: float, max_rows: int) -> tuple[pa.Table, bool]:
+    def query(self, sql: str, params: list[Any] | None, timeout_s: float, max_rows: int,
+              max_bytes: int | None = None) -> tuple[pa.Table, bool]:
         """One statement's answer, at most ``max_rows`` rows (and whether it was cut), interrupted after
-        ``timeout_s``. A column Arrow cannot carry faithfully (a 128-bit integer: UHUGEINT's top half would wrap)
-        comes as DuckDB's text for it, as the local SQL API sends it."""
+        ``timeout_s``; an answer past ``max_bytes`` of Arrow data is refused (``AnswerTooLarge``). A column Arrow
+        cannot carry faithfully (a 128-bit integer: UHUGEINT's top half would wrap) comes as DuckDB's text for it, as
+        the local SQL API sends it."""
         if not self.read_only:
             raise ValueError("queries run on a lake opened read-only (its writer's process takes none)")
         timer = threading.Timer(timeout_s, self.con.interrupt)
@@ -169,10 +173,13 @@ class Lake:
                 relation = relation.project(", ".join(
                     f'"{n}"::VARCHAR AS "{n}"' if n in wide else f'"{n}"' for n in relation.columns))
             reader = relation.to_arrow_reader(8192)
-            batches, count = [], 0
+            batches, count, size = [], 0, 0
             for batch in reader:
                 batches.append(batch)
                 count += batch.num_rows
+                size += batch.nbytes
+                if max_bytes is not None and size > max_bytes:
+                    raise AnswerTooLarge(f"the answer passed the {max_bytes // 2**20} MiB one query may hold")
                 if count > max_rows:
                     break
             table = pa.Table.from_batches(batches, schema=reader.schema)
@@ -180,6 +187,18 @@ class Lake:
             timer.cancel()
         truncated = table.num_rows > max_rows
         return (table.slice(0, max_rows) if truncated else table), truncated
+
+    def fence(self) -> dict[str, Any]:
+        """What the daemon's statement check must know of this DuckDB (sql_guard.check_lake_read_only): every
+        function name with whether it is a table function and whether a scalar of it is volatile or has side
+        effects, and the attached databases."""
+        functions = self.con.execute("""
+            SELECT lower(function_name), bool_or(function_type IN ('table', 'table_macro')),
+                   bool_or(function_type NOT IN ('table', 'table_macro', 'pragma')
+                           AND (has_side_effects OR stability = 'VOLATILE'))
+            FROM duckdb_functions() GROUP BY 1 ORDER BY 1""").fetchall()
+        databases = [name for (name,) in self.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
+        return {"functions": [list(f) for f in functions], "databases": databases}
 
     def upkeep(self, older_than_s: float) -> dict[str, Any]:
         """DuckLake's own upkeep, in its safe order: merge small files, expire old snapshots, then delete the files
@@ -227,6 +246,10 @@ class Lake:
 
     def _rows(self, statement: str) -> int:
         return self.con.execute(statement).to_arrow_table().num_rows
+
+
+class AnswerTooLarge(ValueError):
+    """A query's answer passed the bytes the daemon lets one query hold."""
 
 
 def _quote(text: str) -> str:
@@ -316,8 +339,10 @@ def _answer(lake: Lake | None, header: dict[str, Any], payload: bytes) -> tuple[
         return lake, {"ok": True, "rows": lake.commit(header, tables_of(payload))}, b""
     if op == "query":
         table, truncated = lake.query(header["sql"], header.get("params"), float(header.get("timeout_s", 30)),
-                                      int(header.get("max_rows", 1 << 62)))
+                                      int(header.get("max_rows", 1 << 62)), header.get("max_bytes"))
         return lake, {"ok": True, "rows": table.num_rows, "truncated": truncated}, ipc_bytes(table)
+    if op == "fence":
+        return lake, {"ok": True, **lake.fence()}, b""
     if op == "upkeep":
         return lake, {"ok": True, **lake.upkeep(float(header["older_than_s"]))}, b""
     raise ValueError(f"unknown request {op!r}")

@@ -166,7 +166,8 @@ def build_app(
                 if lake_sync is not None:
                     lag += lake_sync(max(0.0, config.read_wait_s - (time.monotonic() - started)))
                 result = lake.run(doc["query"], doc.get("params"), timeout=config.lake_sql_timeout_s,
-                                  max_rows=config.sql_max_rows, max_query_bytes=config.sql_max_query_bytes)
+                                  max_rows=config.sql_max_rows, max_query_bytes=config.sql_max_query_bytes,
+                                  max_answer_bytes=config.sql_query_memory)
                 encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
                 return encode(result), result.truncated, result.table.num_rows, lag
             # Read your acks: the query sees every request acked before it arrived, or says how far behind it is.

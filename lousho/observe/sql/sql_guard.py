@@ -23,6 +23,8 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import duckdb
 
@@ -74,12 +76,22 @@ SELECT
     CASE WHEN starts_with(j, '{"error":true') THEN json_extract_string(j, '$.error_message') END,
     CASE WHEN starts_with(j, '{"error":false') THEN json_array_length(j, '$.statements') END,
     list_distinct(regexp_extract_all(j, '"type":"([A-Z_]+_NODE)"', 1)),
-    list_distinct(regexp_extract_all(j, '"function_name":"((?:[^"\\]|\\.)*)"', 1))
+    list_distinct(regexp_extract_all(j, '"function_name":"((?:[^"\\]|\\.)*)"', 1)),
+    list_distinct(regexp_extract_all(j, '"(?:catalog_name|schema_name|catalog|schema)":"((?:[^"\\]|\\.)*)"', 1))
 FROM s
 """
 
 
-def check_read_only(query: object, con: duckdb.DuckDBPyConnection | None = None) -> None:
+@dataclass(frozen=True)
+class Checked:
+    """What the check read in an accepted query: the functions it calls and the catalogs and schemas it names
+    (each lower-cased), for a second fence that knows another DuckDB's functions (``check_lake_read_only``)."""
+
+    functions: frozenset[str]
+    qualifiers: frozenset[str]
+
+
+def check_read_only(query: object, con: duckdb.DuckDBPyConnection | None = None) -> Checked:
     """Refuse anything that is not one side-effect-free SELECT, before it reaches the store.
 
     The parse and the scan run as one statement on ``con`` (a cursor of the store; by default an empty
@@ -98,7 +110,7 @@ def check_read_only(query: object, con: duckdb.DuckDBPyConnection | None = None)
         if own:
             con.close()
     assert row is not None
-    failed, error_type, error_message, count, node_types, names = row
+    failed, error_type, error_message, count, node_types, names, qualifiers = row
     if failed:
         _refuse_unserialisable(query, error_type, error_message)
     if count == 0:
@@ -111,13 +123,14 @@ def check_read_only(query: object, con: duckdb.DuckDBPyConnection | None = None)
             raise SqlRefused(f"{verb} inside a query is refused: the SQL API is read-only")
     denied = side_effect_functions()
     tables = non_reading_table_functions()
-    for escaped in names:
-        name = json.loads(f'"{escaped}"').lower()
+    functions = frozenset(json.loads(f'"{escaped}"').lower() for escaped in names)
+    for name in sorted(functions):
         if name in tables:
             raise SqlRefused(f"the table function {name}() is refused: the SQL API only reads "
                              "the store (ranges, unnest, catalog listings)")
         if name in denied:
             raise SqlRefused(f"the function {name}() is refused: it changes state, and the SQL API is read-only")
+    return Checked(functions, frozenset(json.loads(f'"{escaped}"').lower() for escaped in qualifiers or ()))
 
 
 def _refuse_unserialisable(query: str, error_type: str | None, error_message: str | None) -> None:
@@ -182,6 +195,77 @@ def side_effect_functions() -> frozenset[str]:
     finally:
         cursor.close()
     return frozenset(name for (name,) in rows) - HARMLESS_VOLATILE
+
+
+# Functions the lake's DuckDB (1.5 with the postgres and ducklake extensions) has and lousho's does not, which a lake
+# query may still call. Empty: each of them (postgres_scan, postgres_query, ducklake_*, ...) reaches the catalog's
+# Postgres or the lake's files past the lake's read-only attach; one is added only after reading what it does.
+LAKE_EXTRA_FUNCTIONS: frozenset[str] = frozenset()
+
+# The databases a lake query may name: the lake, and DuckDB's own (empty or built in). Not the lake's metadata
+# catalog (``__ducklake_metadata_<name>``, the Postgres catalog itself) nor anything else attached.
+# Reading functions that read a table named by a string (which the parse cannot see as a table): in the lake's
+# DuckDB that string may name the metadata catalog (``histogram_values('__ducklake_metadata_lake.pg_catalog.pg_authid',
+# rolpassword)``). Refused by name on the lake, the ``histogram`` aggregate included (``histogram_exact`` remains).
+LAKE_REFUSED_FUNCTIONS = frozenset({"histogram", "histogram_values", "pragma_storage_info", "pragma_metadata_info"})
+LAKE_DATABASES = frozenset({"lake", "memory", "system", "temp"})
+LAKE_METADATA_PREFIX = "__ducklake_metadata_"
+
+
+@dataclass(frozen=True)
+class LakeFunction:
+    """One function name of the lake's DuckDB, as its ``duckdb_functions()`` lists it (over all overloads)."""
+
+    name: str
+    table: bool
+    side_effects: bool
+
+
+def check_lake_read_only(query: object, lake_functions: Iterable[LakeFunction], lake_databases: Iterable[str]) -> None:
+    """The statement check for a query of the lake, which runs on another DuckDB than the one that parses here.
+
+    On top of ``check_read_only``: refuse every function of the lake's DuckDB that lousho's does not have
+    (unless in ``LAKE_EXTRA_FUNCTIONS``), every table function of it outside ``READ_TABLE_FUNCTIONS`` and every
+    scalar it marks volatile or side-effecting outside ``HARMLESS_VOLATILE``; and any catalog or schema that names
+    the lake's metadata catalog or a database attached there other than the lake.
+    """
+    checked = check_read_only(query)
+    known = local_functions()
+    by_name = {f.name.lower(): f for f in lake_functions}
+    for name in sorted(checked.functions):
+        if name in LAKE_REFUSED_FUNCTIONS:
+            raise SqlRefused(f"the function {name}() is refused on the lake: it reads a table named by a string, "
+                             "which the check cannot see", hint="query the table itself (FROM spans ...)")
+        found = by_name.get(name)
+        if found is None:
+            continue  # not a function there: the lake's DuckDB fails the query itself
+        if name not in known and name not in LAKE_EXTRA_FUNCTIONS:
+            raise SqlRefused(f"the function {name}() is refused on the lake: it is one of the lake's extensions "
+                             "(the catalog's Postgres, DuckLake's own calls), not a read of the lake's tables",
+                             hint="query the lake's tables (spans, runs, sessions, ...) with plain SQL")
+        if found.table and name not in READ_TABLE_FUNCTIONS:
+            raise SqlRefused(f"the table function {name}() is refused: the SQL API only reads "
+                             "the lake (ranges, unnest, catalog listings)")
+        if not found.table and found.side_effects and name not in HARMLESS_VOLATILE:
+            raise SqlRefused(f"the function {name}() is refused: it changes state, and the SQL API is read-only")
+    others = {d.lower() for d in lake_databases} - LAKE_DATABASES
+    for qualifier in sorted(checked.qualifiers):
+        if qualifier.startswith(LAKE_METADATA_PREFIX) or qualifier in others:
+            raise SqlRefused(f"{qualifier!r} is refused: a lake query reads the lake's own tables, not its "
+                             "catalog's database or another attached one",
+                             hint="name the lake's tables without a catalog (spans, runs, ...) or as lake.<table>")
+
+
+@functools.cache
+def local_functions() -> frozenset[str]:
+    """Every function name lousho's own DuckDB knows (any kind)."""
+    with _parser_lock:
+        cursor = _parser().cursor()
+    try:
+        rows = cursor.execute("SELECT DISTINCT lower(function_name) FROM duckdb_functions()").fetchall()
+    finally:
+        cursor.close()
+    return frozenset(name for (name,) in rows)
 
 
 def first_line(e: BaseException) -> str:

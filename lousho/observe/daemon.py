@@ -78,8 +78,10 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         # Before the writer: its replay of the spool commits at once, and no commit may take a number the lake
         # already holds for this daemon (the shipper raises the store's floor to its position).
         try:
-            shipper = LakeShipper(target, store.reader, config.lake_name or default_name(str(config.db.resolve())),
-                                  raise_floor=store.raise_commit_seq, every_s=config.lake_every_s,
+            # Without --lake-name: the name the store shipped under before, else this host's default.
+            shipper = LakeShipper(target, store.reader, config.lake_name,
+                                  derived=default_name(str(config.db.resolve())), raise_floor=store.raise_commit_seq,
+                                  every_s=config.lake_every_s,
                                   python=config.lake_python, upkeep_every_s=config.lake_upkeep_every_s,
                                   retention_s=config.lake_retention_s)
         except BaseException:
@@ -98,8 +100,8 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         raise
     if shipper is not None:
         if config.local_days is not None:
-            state = shipper.state
-            writer.keep_window(config.local_days, lambda: state.position, config.local_prune_every_s)
+            # Nothing leaves while the shipper does not hold its lake name (shipped() is 0 then).
+            writer.keep_window(config.local_days, shipper.shipped, config.local_prune_every_s)
         shipper.start()
 
     def reader() -> duckdb.DuckDBPyConnection:

@@ -1,0 +1,130 @@
+"""Exactly once across the fleet's edges: one live daemon per lake name, a store keeping the name it shipped under,
+the upkeep's de-duplication finding late copies, and a daemon that stops (or dies) without hanging or leaving its
+lake process to commit after it."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from runs_data import decoded, random_store
+
+from lousho.observe.client.process import start_daemon
+from lousho.observe.errors import LakeNameChanged, LakeNameInUse, LakeUnavailable
+from lousho.observe.lake import lake_shipper
+from lousho.observe.lake.lake_client import LakeClient, LakeTarget
+from lousho.observe.lake.lake_lease import lock_key, name_role
+from lousho.observe.lake.lake_shipper import LakeShipper, default_name
+from lousho.observe.store.span_store import SpanStore
+
+pytestmark = [pytest.mark.system, pytest.mark.slow]
+
+
+def _lake_count(target: LakeTarget) -> tuple[int, int]:
+    with LakeClient(target, read_only=True) as client:
+        table, _ = client.query("SELECT count(*) AS n, count(DISTINCT span_key) AS k FROM spans")
+    row = table.to_pylist()[0]
+    return row["n"], row["k"]
+
+
+def _spans(seed: int):
+    spans, _ = random_store(seed, traces=10)
+    return [decoded(spans, [])]
+
+
+def test_a_second_daemon_with_the_same_lake_name_refuses_until_the_first_is_gone(tmp_path, lake_url):
+    """Two stores shipping as one name each took the other's position for their own and skipped rows (a third of
+    them never reached the lake, and --local-days then removed them locally). The second refuses to start."""
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    a, b = SpanStore(tmp_path / "a.duckdb", fold_thread=False), SpanStore(tmp_path / "b.duckdb", fold_thread=False)
+    first = second = None
+    try:
+        first = LakeShipper(target, a.reader, "host:/data/observe.duckdb", raise_floor=a.raise_commit_seq)
+        a.append(_spans(1))
+        first.ship()
+        with pytest.raises(LakeNameInUse) as refused:
+            LakeShipper(target, b.reader, "host:/data/observe.duckdb", raise_floor=b.raise_commit_seq)
+        assert refused.value.code == "LOUSHO_LAKE_NAME_IN_USE" and "--lake-name" in refused.value.hint
+        # A daemon says so at start, with the code.
+        with pytest.raises(Exception) as daemon:
+            start_daemon(tmp_path / "c" / "observe.duckdb", "--lake", lake_url, "--lake-data",
+                         str(tmp_path / "lake-data"), "--lake-name", "host:/data/observe.duckdb", timeout=60)
+        assert "LOUSHO_LAKE_NAME_IN_USE" in str(daemon.value)
+        first.close(flush_timeout_s=5)
+        first = None
+        second = LakeShipper(target, b.reader, "host:/data/observe.duckdb", raise_floor=b.raise_commit_seq)
+    finally:
+        for shipper in (first, second):
+            if shipper is not None:
+                shipper.close(flush_timeout_s=5)
+        a.close()
+        b.close()
+
+
+def test_a_daemon_that_lost_its_name_ships_and_prunes_nothing_until_it_holds_it_again(tmp_path, lake_url):
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    store = SpanStore(tmp_path / "a.duckdb", fold_thread=False)
+    shipper = LakeShipper(target, store.reader, "d0", raise_floor=store.raise_commit_seq)
+    try:
+        store.append(_spans(1))
+        shipper.ship()
+        assert shipper.shipped() == shipper.state.position > 0
+        # Another session takes the name the moment this daemon's session ends.
+        with psycopg.connect(lake_url, autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                          "AND ((classid::bigint << 32) | objid::bigint) = %s", [lock_key(name_role("d0"))])
+            assert other.execute("SELECT pg_try_advisory_lock(%s)", [lock_key(name_role("d0"))]).fetchone()[0]
+            store.append(_spans(2))
+            with pytest.raises(LakeUnavailable, match="lost the lake name"):
+                shipper.ship()
+            assert shipper.shipped() == 0  # the local window keeps everything meanwhile
+        # The other session is gone: the name is taken again and shipping goes on from the lake's position.
+        shipper.ship()
+        assert shipper.shipped() == shipper.state.position
+        rows = store.reader().execute("SELECT count(*) FROM span_rows").fetchone()[0]
+        assert _lake_count(target) == (rows, rows)
+    finally:
+        shipper.close(flush_timeout_s=5)
+        store.close()
+
+
+def test_a_store_keeps_the_lake_name_it_shipped_under_when_its_host_is_renamed(tmp_path, lake_url, monkeypatch):
+    """A recreated container keeps its volume and gets a new hostname: the default name changes. The store ships
+    on under the name it recorded, so the lake holds each span once; a --lake-name that differs is refused."""
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    db = tmp_path / "observe.duckdb"
+    store = SpanStore(db, fold_thread=False)
+    try:
+        monkeypatch.setattr(lake_shipper.socket, "gethostname", lambda: "3f2a9c1d0b7e")
+        store.append(_spans(1))
+        shipper = LakeShipper(target, store.reader, None, derived=default_name(str(db)),
+                              raise_floor=store.raise_commit_seq)
+        shipper.ship()
+        shipper.close(flush_timeout_s=5)
+        monkeypatch.setattr(lake_shipper.socket, "gethostname", lambda: "8be41d77c0aa")
+        shipper = LakeShipper(target, store.reader, None, derived=default_name(str(db)),
+                              raise_floor=store.raise_commit_seq)
+        assert shipper.name == f"3f2a9c1d0b7e:{db}"
+        store.append(_spans(2))
+        shipper.ship()
+        shipper.close(flush_timeout_s=5)
+        rows = store.reader().execute("SELECT count(*) FROM span_rows").fetchone()[0]
+        assert _lake_count(target) == (rows, rows)
+        with pytest.raises(LakeNameChanged) as refused:
+            LakeShipper(target, store.reader, "d9", raise_floor=store.raise_commit_seq)
+        assert "3f2a9c1d0b7e" in refused.value.hint and "d9" in refused.value.hint
+    finally:
+        store.close()
+
+
+def test_a_store_that_never_reached_the_lake_may_take_another_name(tmp_path, lake_url):
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    store = SpanStore(tmp_path / "observe.duckdb", fold_thread=False)
+    try:
+        LakeShipper(target, store.reader, "first", raise_floor=store.raise_commit_seq).close(flush_timeout_s=0)
+        shipper = LakeShipper(target, store.reader, "second", raise_floor=store.raise_commit_seq)
+        shipper.close(flush_timeout_s=0)
+        shipper = LakeShipper(target, store.reader, None, raise_floor=store.raise_commit_seq)
+        assert shipper.name == "second"
+        shipper.close(flush_timeout_s=0)
+    finally:
+        store.close()

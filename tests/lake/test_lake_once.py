@@ -4,8 +4,12 @@ lake process to commit after it."""
 
 from __future__ import annotations
 
+import time
+
 import psycopg
+import pyarrow as pa
 import pytest
+from lake_rows import spans_table
 from runs_data import decoded, random_store
 
 from lousho.observe.client.process import start_daemon
@@ -128,3 +132,25 @@ def test_a_store_that_never_reached_the_lake_may_take_another_name(tmp_path, lak
         shipper.close(flush_timeout_s=0)
     finally:
         store.close()
+
+
+def _received(table: pa.Table, ns: int) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("received_ns"), "received_ns",
+                            pa.array([ns] * table.num_rows, pa.int64()))
+
+
+def test_the_upkeep_removes_a_late_copy_committed_after_its_last_run(tmp_path, lake_url):
+    """A daemon whose lake was down for an hour commits spans it received an hour ago, after an upkeep ran; another
+    daemon had committed the SDK's re-send of them. The next upkeep finds them: it looks by the lake's commit
+    order, not by when a daemon received the spans."""
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    now, hour = time.time_ns(), 3600 * 10**9
+    with LakeClient(target) as writer:
+        writer.migrate()
+        writer.commit("d0", 0, 1, {"span_batch": _received(spans_table(0, 10), now - hour)})
+        writer.commit("d0", 1, 2, {"span_batch": _received(spans_table(5, 10), now)})
+        assert writer.upkeep(7 * 86_400)["duplicates_removed"] == 0
+        writer.commit("d1", 0, 1, {"span_batch": _received(spans_table(0, 10), now - hour + 1)})
+        assert writer.upkeep(7 * 86_400)["duplicates_removed"] == 10
+        assert writer.upkeep(7 * 86_400)["duplicates_removed"] == 0
+    assert _lake_count(target) == (20, 20)

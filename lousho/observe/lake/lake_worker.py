@@ -41,8 +41,6 @@ FAULT_ENV = "LOUSHO_OBSERVE_FAULT"
 # A test that forces two commits to meet names a file: before committing, each worker creates
 # ``<file>.<pid>`` and waits (up to 30 s) for ``<file>`` itself to exist.
 HOLD_ENV = "LOUSHO_LAKE_HOLD"
-# The de-duplication looks back this far past its last check: the daemons' clocks and commits still in flight.
-DEDUP_MARGIN_NS = 600 * 10**9
 
 
 def extension_path(name: str) -> str:
@@ -196,26 +194,29 @@ class Lake:
     def _deduplicate(self) -> int:
         """Remove the later copies of spans (and their scores) that reached the lake twice: a span an SDK re-sent to
         another daemon of the fleet, or after its twin left the local filter's window. Each run looks at the keys
-        of the spans received since the last run (less a margin for the daemons' clocks and commits in flight)
-        against the whole table, keeps the copy received first, and records how far it looked, in one
-        transaction. A conflict with a commit of the same moment rolls it back; the next upkeep tries again."""
-        since = self.con.execute("SELECT coalesce(max(checked_ns), 0) - ? FROM lousho_lake_dedup",
-                                 [DEDUP_MARGIN_NS]).fetchone()[0]
+        of the spans committed since the last run, in the lake's own order (the DuckLake snapshot that inserted
+        them: a daemon catching up after an outage commits spans it received hours ago), against the whole table,
+        keeps the copy received first, and records the newest snapshot it looked at, in one transaction. A commit
+        it does not see gets a later snapshot, so the next run looks at it; a conflict with a commit of the same
+        moment rolls it back and the next upkeep tries again."""
+        since = self.con.execute("SELECT coalesce(max(checked_snapshot), 0) FROM lousho_lake_dedup").fetchone()[0]
+        params = {"since": since}
         self.con.execute("BEGIN")
         try:
-            newest = self.con.execute("SELECT coalesce(max(received_ns), 0) FROM span_rows").fetchone()[0]
-            recent = "SELECT key_hi, key_lo FROM span_rows WHERE received_ns > $since"
+            upto, newest = self.con.execute("SELECT coalesce(max(snapshot_id), $since), max(received_ns) "
+                                            "FROM span_rows WHERE snapshot_id > $since", params).fetchone()
+            recent = "SELECT key_hi, key_lo FROM span_rows WHERE snapshot_id > $since"
             removed = self.con.execute(f"""
                 DELETE FROM span_rows WHERE rowid IN (SELECT rowid FROM (
                     SELECT rowid, row_number() OVER (PARTITION BY key_hi, key_lo ORDER BY received_ns, rowid) AS n
-                    FROM span_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""",
-                                       {"since": since}).fetchone()[0]
+                    FROM span_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""", params).fetchone()[0]
             if removed:
                 self.con.execute(f"""
                     DELETE FROM score_rows WHERE rowid IN (SELECT rowid FROM (
                         SELECT rowid, row_number() OVER (PARTITION BY key_hi, key_lo, seq ORDER BY rowid) AS n
-                        FROM score_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""", {"since": since})
-            self.con.execute("INSERT INTO lousho_lake_dedup VALUES (?, ?, ?)", [newest, removed, time.time_ns()])
+                        FROM score_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""", params)
+            self.con.execute("INSERT INTO lousho_lake_dedup (checked_ns, removed, at_ns, checked_snapshot) "
+                             "VALUES (?, ?, ?, ?)", [newest, removed, time.time_ns(), upto])
             self.con.execute("COMMIT")
         except duckdb.TransactionException:
             self.con.execute("ROLLBACK")

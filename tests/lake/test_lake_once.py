@@ -4,7 +4,9 @@ lake process to commit after it."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import psycopg
 import pyarrow as pa
@@ -12,12 +14,15 @@ import pytest
 from lake_rows import spans_table
 from runs_data import decoded, random_store
 
+from lousho.observe import instrument
 from lousho.observe.client.process import start_daemon
+from lousho.observe.client.workload import WorkloadPlan, emit_runs
 from lousho.observe.errors import LakeNameChanged, LakeNameInUse, LakeUnavailable
 from lousho.observe.lake import lake_shipper
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
 from lousho.observe.lake.lake_lease import lock_key, name_role
 from lousho.observe.lake.lake_shipper import LakeShipper, default_name
+from lousho.observe.lake.lake_worker import HOLD_ENV
 from lousho.observe.store.span_store import SpanStore
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
@@ -154,3 +159,50 @@ def test_the_upkeep_removes_a_late_copy_committed_after_its_last_run(tmp_path, l
         assert writer.upkeep(7 * 86_400)["duplicates_removed"] == 10
         assert writer.upkeep(7 * 86_400)["duplicates_removed"] == 0
     assert _lake_count(target) == (20, 20)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")  # a zombie nobody reaped has ended
+
+
+def _wait(check, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_lake_process_of_a_killed_daemon_dies_before_it_commits(tmp_path, lake_url):
+    """A daemon SIGKILLed while its lake process commits: the orphan must not finish that commit after a restarted
+    daemon read the position (the batch would be in the lake twice). It exits within a second of its daemon."""
+    hold = tmp_path / "go"
+    daemon = start_daemon(tmp_path / "d0" / "observe.duckdb", "--lake", lake_url, "--lake-data",
+                          str(tmp_path / "lake-data"), "--lake-name", "d0", "--lake-every", "0.2",
+                          env={**os.environ, HOLD_ENV: str(hold)})
+    try:
+        provider = instrument("orphan", daemon.url)
+        emit_runs(provider, WorkloadPlan(runs=5, seed=3))
+        assert provider.force_flush(10_000)
+        provider.shutdown()
+        # The lake process has written the batch and waits at its COMMIT.
+        assert _wait(lambda: list(tmp_path.glob("go.*")), 30)
+        worker = int(next(tmp_path.glob("go.*")).suffix[1:])
+        assert _alive(worker)
+        daemon.process.kill()  # not daemon.kill(): it waits for the output pipe, which an orphan would hold open
+        daemon.process.wait(30)
+        assert _wait(lambda: not _alive(worker), 1.0), "the lake process outlived its daemon"
+        hold.touch()  # an orphan still waiting would commit now
+        time.sleep(1)
+        with LakeClient(LakeTarget(lake_url, str(tmp_path / "lake-data")), read_only=True) as client:
+            table, _ = client.query("SELECT count(*) AS n FROM lousho_lake_positions")
+        assert table.to_pylist() == [{"n": 0}]
+    finally:
+        hold.touch()
+        daemon.kill()

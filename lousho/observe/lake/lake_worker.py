@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import select
 import signal
 import struct
 import sys
@@ -324,16 +325,45 @@ def _answer(lake: Lake | None, header: dict[str, Any], payload: bytes) -> tuple[
     raise ValueError(f"unknown request {op!r}")
 
 
+_BUSY = threading.Event()
+
+
+def _die_with_parent(stdin: BinaryIO) -> None:
+    """Never outlive the daemon, nor finish a request it gave up on: a commit an orphan finished after the restarted
+    daemon read its position would be in the lake twice. Exits when the parent is gone (this process was handed to
+    another parent) or, during a request, when the daemon closed the request stream. Watched from a thread, not
+    PR_SET_PDEATHSIG: that fires when the *thread* that started this process ends, and the daemon starts lake
+    processes from threads that come and go."""
+    parent = os.getppid()
+    poller = select.poll() if hasattr(select, "poll") else None
+    if poller is not None:
+        poller.register(stdin.fileno(), 0)  # POLLHUP and POLLERR are always reported
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.1)
+            if os.getppid() != parent:
+                os._exit(1)
+            if poller is not None and _BUSY.is_set() and any(
+                    event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(0)):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="lake-parent", daemon=True).start()
+
+
 def main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but frames on the answer stream
+    _die_with_parent(stdin)
     lake: Lake | None = None
     while (frame := read_frame(stdin)) is not None:
         header, payload = frame
+        _BUSY.set()
         try:
             lake, answer, body = _answer(lake, header, payload)
         except (duckdb.Error, OSError, ValueError, RuntimeError, KeyError) as e:
             answer, body = {"ok": False, "error": str(e), "kind": type(e).__name__}, b""
+        _BUSY.clear()
         write_frame(stdout, answer, body)
 
 

@@ -5,9 +5,12 @@ lake process to commit after it."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
+import duckdb
 import psycopg
 import pyarrow as pa
 import pytest
@@ -206,3 +209,72 @@ def test_the_lake_process_of_a_killed_daemon_dies_before_it_commits(tmp_path, la
     finally:
         hold.touch()
         daemon.kill()
+
+
+def _postgres_processes(server) -> list[int]:
+    postmaster = int((server.datadir / "postmaster.pid").read_text().split()[0])
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True, text=True)
+    return [postmaster, *(int(p) for p in children.stdout.split())]
+
+
+def test_a_daemon_whose_lake_froze_still_stops_in_bounded_time_with_its_store_closed(tmp_path, lake_url,
+                                                                                     pg_lake_server):
+    """Postgres stops answering (SIGSTOP: connections stay open, nothing comes back) while the daemon commits to the
+    lake: SIGTERM still ends it within 20 s, its store checkpointed and closed; the rows the lake never got ship at
+    the next start, once."""
+    db = tmp_path / "d0" / "observe.duckdb"
+    target = LakeTarget(lake_url, str(tmp_path / "lake-data"))
+    daemon = start_daemon(db, "--lake", lake_url, "--lake-data", target.data_path, "--lake-name", "d0",
+                          "--lake-every", "0.2")
+    frozen: list[int] = []
+    try:
+        provider = instrument("frozen", daemon.url)
+        acked = emit_runs(provider, WorkloadPlan(runs=5, seed=1)).spans
+        assert provider.force_flush(10_000)
+        assert _wait(lambda: _lake_count(target) == (acked, acked), 30)
+        frozen = _postgres_processes(pg_lake_server)
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        acked += emit_runs(provider, WorkloadPlan(runs=5, seed=2)).spans
+        assert provider.force_flush(10_000)
+        provider.shutdown()
+        time.sleep(1)  # the shipper's commit now waits on the frozen catalog
+        started = time.monotonic()
+        daemon.process.send_signal(signal.SIGTERM)
+        try:
+            code = daemon.process.wait(20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the daemon did not stop within 20 s of SIGTERM with its lake frozen")
+        assert code == 0, "\n".join(daemon.output[-30:])
+        assert time.monotonic() - started < 20
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        daemon.kill()
+    store = SpanStore(db, fold_thread=False)  # closed cleanly: it opens, with every acked span
+    try:
+        assert store.reader().execute("SELECT count(*) FROM span_rows").fetchone()[0] == acked
+        shipper = LakeShipper(target, store.reader, None, raise_floor=store.raise_commit_seq)
+        assert shipper.name == "d0"
+        shipper.ship()
+        shipper.close(flush_timeout_s=5)
+    finally:
+        store.close()
+    assert _lake_count(target) == (acked, acked)
+
+
+def test_a_local_store_error_at_close_does_not_escape_the_shipper(tmp_path, lake_url):
+    store = SpanStore(tmp_path / "observe.duckdb", fold_thread=False)
+    try:
+        shipper = LakeShipper(LakeTarget(lake_url, str(tmp_path / "lake-data")), store.reader, "d0",
+                              raise_floor=store.raise_commit_seq)
+
+        def broken() -> None:
+            raise duckdb.IOException("the local store's disk went away")
+
+        shipper._next_batch = broken  # type: ignore[method-assign]
+        started = time.monotonic()
+        shipper.close(flush_timeout_s=5)  # logged, not raised: the daemon's cleanup goes on to close the store
+        assert time.monotonic() - started < 5
+    finally:
+        store.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import select
 import threading
 import urllib.parse
 
@@ -26,6 +27,23 @@ _KEEPALIVES = {"connect_timeout": 5, "keepalives": 1, "keepalives_idle": 10, "ke
 def name_role(name: str) -> str:
     """The role of shipping as ``name`` (lake/lake_shipper.py): one live daemon per lake name."""
     return f"name:{name}"
+
+
+def _check_session(con: psycopg.Connection) -> None:
+    """Raise ``psycopg.Error`` if the session ended. No round trip while the server has sent nothing: a check must
+    not wait on a server that stopped answering (a lost session shows as something to read, its end or an error)."""
+    if select.select([con.fileno()], [], [], 0)[0]:
+        con.execute("SELECT 1")
+
+
+def _close_unless_busy(lock: threading.Lock, close) -> None:
+    """Close, unless a check holds ``lock`` for longer than a second (a server that stopped answering): then the
+    session ends with the process."""
+    if lock.acquire(timeout=1.0):
+        try:
+            close()
+        finally:
+            lock.release()
 
 
 def lock_key(role: str) -> int:
@@ -50,7 +68,7 @@ class FleetLeases:
                     self._held.clear()
                     self._con = psycopg.connect(self._url, autocommit=True, **_KEEPALIVES)
                 if role in self._held:
-                    self._con.execute("SELECT 1")  # still connected: still held
+                    _check_session(self._con)  # still connected: still held
                 else:
                     row = self._con.execute("SELECT pg_try_advisory_lock(%s)", [lock_key(role)]).fetchone()
                     if row and row[0]:
@@ -61,8 +79,7 @@ class FleetLeases:
             return role in self._held
 
     def close(self) -> None:
-        with self._lock:
-            self._close()
+        _close_unless_busy(self._lock, self._close)
 
     def _close(self) -> None:
         self._held.clear()
@@ -93,7 +110,7 @@ class NameLease:
             return True  # a catalog file has one writer at a time: DuckDB's own lock on it
         with self._lock:
             if self._con is not None and not self._con.closed:
-                self._con.execute("SELECT 1")  # still connected: still held
+                _check_session(self._con)  # still connected: still held
                 return True
             self._con = psycopg.connect(self._url, autocommit=True, **_KEEPALIVES)
             try:
@@ -119,8 +136,7 @@ class NameLease:
             return False
 
     def close(self) -> None:
-        with self._lock:
-            self._close()
+        _close_unless_busy(self._lock, self._close)
 
     def _close(self) -> None:
         if self._con is not None:

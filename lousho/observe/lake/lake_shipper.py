@@ -50,6 +50,8 @@ UPKEEP_EVERY_S = 600.0
 RETENTION_S = 7 * 86_400.0
 MAX_ROWS = 250_000
 RETRY_S = 5.0
+# At close, past the flush's deadline: how long a thread whose lake process was killed gets to notice.
+KILLED_WAIT_S = 2.0
 
 _SPANS = (f"SELECT {lake_schema.KEY_HALVES}, {', '.join(lake_schema.SPAN_NAMES)} FROM span_rows "
           "WHERE commit_seq > $after AND commit_seq <= $upto")
@@ -108,6 +110,7 @@ class LakeShipper:
         self._upkeep_every_s, self._retention_s = upkeep_every_s, retention_s
         self._upkeep_at = time.monotonic() + upkeep_every_s
         self._stop = threading.Event()
+        self._abandoned = threading.Event()  # set at close past the deadline: a late flush sends nothing more
         self._wake = threading.Event()
         self._shipped = threading.Condition()
         self.state = ShipperState()
@@ -168,8 +171,10 @@ class LakeShipper:
         """The position the local window may prune up to: none while the name is not held."""
         return self.state.position if self.state.name_held else 0
 
-    def _release(self) -> None:
+    def _release(self, kill: bool = False) -> None:
         if self._client is not None:
+            if kill:
+                self._client.kill()  # not a wait for a process whose lake stopped answering
             self._client.close()
             self._client = None
         self._name.close()
@@ -188,7 +193,7 @@ class LakeShipper:
     def ship(self) -> int:
         """Commit what the local store holds past the lake's position, in batches; returns the span rows sent."""
         sent = 0
-        while True:
+        while not self._abandoned.is_set():
             self._check_name()
             if self._client is None:
                 # First the lake's position: a commit whose answer was lost may have gone in (the next batch
@@ -207,6 +212,7 @@ class LakeShipper:
             self.state.commits += 1
             self.state.rows += tables["span_batch"].num_rows
             self.state.last_commit_ns = time.time_ns()
+        return sent
 
     def _next_batch(self) -> tuple[int, dict[str, pa.Table]] | None:
         con = self._reader()
@@ -232,13 +238,18 @@ class LakeShipper:
     def flush(self, timeout_s: float = 30.0) -> None:
         """Ship now (at shutdown, and for a test or a query that must see this daemon's newest rows)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._abandoned.is_set():
             try:
                 self.ship()
                 return
             except (LakeUnavailable, LakeFailed) as e:
                 self._failed(e)
                 time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            except Exception as e:
+                # Deliberately broad: the local store's error (or any other) must not skip the daemon's cleanup; the
+                # rows stay in the store and ship at the next start.
+                logger.warning("shipping to the lake failed; what is left ships at the next start: %s", e)
+                return
 
     def _failed(self, error: Exception) -> None:
         self.state.last_error = str(error)
@@ -304,10 +315,35 @@ class LakeShipper:
         self._wake.set()
 
     def close(self, flush_timeout_s: float = 30.0) -> None:
-        """Stop the thread, ship what is left (bounded), close the lake's process."""
+        """Stop the thread, ship what is left, close the lake's process: back within ``flush_timeout_s`` (and a few
+        seconds) whatever the lake does. Past the deadline the lake's process is killed: exactly once still holds,
+        the position goes in with its rows or not at all, and what is left ships at the next start."""
+        deadline = time.monotonic() + flush_timeout_s
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         self._stop.set()
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        self.flush(flush_timeout_s)
-        self._release()
+        # In a thread of its own: reaching a lake that stopped answering must not hold the daemon's exit.
+        flusher = threading.Thread(target=lambda: self.flush(left()), name="lousho-lake-flush", daemon=True)
+        try:
+            if self._thread.is_alive():
+                self._thread.join(left())
+            if not self._thread.is_alive() and left() > 0:
+                flusher.start()
+                flusher.join(left())
+            if self._thread.is_alive() or flusher.is_alive():
+                logger.warning("the lake did not answer within %gs: its process is stopped, what is left ships at "
+                               "the next start", flush_timeout_s)
+                self._abandoned.set()
+                client = self._client
+                if client is not None:
+                    client.kill()  # the request waiting on it fails at once
+                for thread in (self._thread, flusher):
+                    if thread.is_alive():
+                        thread.join(KILLED_WAIT_S)
+        except Exception:
+            logger.exception("closing the lake's shipper")  # deliberate: the daemon's cleanup goes on
+        finally:
+            self._release(kill=self._abandoned.is_set())

@@ -172,13 +172,15 @@ class LakeShipper:
         return self.state.position if self.state.name_held else 0
 
     def _release(self, kill: bool = False) -> None:
-        if self._client is not None:
-            if kill:
-                self._client.kill()  # not a wait for a process whose lake stopped answering
-            self._client.close()
-            self._client = None
-        self._name.close()
-        self.leases.close()
+        client, self._client = self._client, None  # a thread given up on at close may still hold it
+        try:
+            if client is not None:
+                if kill:
+                    client.kill()  # not a wait for a process whose lake stopped answering
+                client.close()
+        finally:
+            self._name.close()
+            self.leases.close()
 
     def _connect(self) -> None:
         client = LakeClient(self.target, python=self._python)
@@ -346,4 +348,7 @@ class LakeShipper:
         except Exception:
             logger.exception("closing the lake's shipper")  # deliberate: the daemon's cleanup goes on
         finally:
-            self._release(kill=self._abandoned.is_set())
+            try:
+                self._release(kill=self._abandoned.is_set())
+            except Exception:
+                logger.exception("closing the lake's process")  # deliberate: the daemon's cleanup goes on

@@ -41,6 +41,9 @@ from lousho.observe.store.writer import Writer
 from lousho.observe.trigger.cycle import Trigger, TriggerConfig
 
 logger = logging.getLogger("lousho.observe")
+# At a stop, how long the last rows may take to reach the lake before its process is stopped (they stay in the
+# local store and ship at the next start).
+LAKE_FLUSH_AT_EXIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,10 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         # Before the writer: its replay of the spool commits at once, and no commit may take a number the lake
         # already holds for this daemon (the shipper raises the store's floor to its position).
         try:
-            shipper = LakeShipper(target, store.reader, config.lake_name or default_name(str(config.db.resolve())),
-                                  raise_floor=store.raise_commit_seq, every_s=config.lake_every_s,
+            # Without --lake-name: the name the store shipped under before, else this host's default.
+            shipper = LakeShipper(target, store.reader, config.lake_name,
+                                  derived=default_name(str(config.db.resolve())), raise_floor=store.raise_commit_seq,
+                                  every_s=config.lake_every_s,
                                   python=config.lake_python, upkeep_every_s=config.lake_upkeep_every_s,
                                   retention_s=config.lake_retention_s)
         except BaseException:
@@ -98,8 +103,8 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         raise
     if shipper is not None:
         if config.local_days is not None:
-            state = shipper.state
-            writer.keep_window(config.local_days, lambda: state.position, config.local_prune_every_s)
+            # Nothing leaves while the shipper does not hold its lake name (shipped() is 0 then).
+            writer.keep_window(config.local_days, shipper.shipped, config.local_prune_every_s)
         shipper.start()
 
     def reader() -> duckdb.DuckDBPyConnection:
@@ -156,25 +161,40 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         ).start()
         server.run(sockets=[sock])
     finally:
+        # Each step on its own: one that fails (a lake that stopped answering, a store's error) is logged and never
+        # skips the rest; the store is closed whatever happened before.
         if watcher is not None:
             # Before the store closes: the trigger reads it.
-            watcher.stop()
+            _step("stopping the trigger", watcher.stop)
         if grpc_server is not None:
             # In-flight exports finish (the writer still runs); new ones are refused.
-            grpc_server.stop(grace=config.shutdown_timeout_s).wait()
-        writer.close()
+            _step("stopping gRPC", lambda: grpc_server.stop(grace=config.shutdown_timeout_s).wait())
+        _step("closing the writer", writer.close)
         if shipper is not None:
-            shipper.close()  # what the loader took last goes to the lake too (bounded: the rest goes at the next start)
+            # What the loader took last goes to the lake too, bounded: past it the lake's process is stopped and the
+            # rest goes at the next start.
+            _step("closing the lake's shipper", lambda: shipper.close(flush_timeout_s=LAKE_FLUSH_AT_EXIT_S))
         if lake_reader is not None:
-            lake_reader.close()
-        try:
-            if store.checkpoint():
-                writer.release_spool()  # what the store now holds in its file; the rest replays at the next start
-        except StoreDiskFull as e:  # deliberate: the WAL and the spool keep everything; the next start replays
-            logger.warning("no checkpoint at exit: %s", e)
-        store.close()
+            _step("closing the lake's readers", lake_reader.close)
+        _step("checkpointing the store", lambda: _checkpoint(store, writer))
+        _step("closing the store", store.close)
         sock.close()
     logger.info("drained and closed %s", config.db)
+
+
+def _step(what: str, step: Callable[[], object]) -> None:
+    try:
+        step()
+    except Exception:  # deliberate: the daemon's shutdown goes on to close the store
+        logger.exception("%s at exit failed", what)
+
+
+def _checkpoint(store: SpanStore, writer: Writer) -> None:
+    try:
+        if store.checkpoint():
+            writer.release_spool()  # what the store now holds in its file; the rest replays at the next start
+    except StoreDiskFull as e:  # deliberate: the WAL and the spool keep everything; the next start replays
+        logger.warning("no checkpoint at exit: %s", e)
 
 
 def trigger_lake_query(config: DaemonConfig) -> Callable[[str, list[Any], float], QueryResult]:

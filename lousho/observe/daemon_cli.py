@@ -177,7 +177,8 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
 @click.option("--lake-data", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Where the lake's Parquet files go (shared by every daemon of the lake).")
 @click.option("--lake-name", default=None, metavar="NAME",
-              help="This daemon's name in the lake (its positions are kept under it)  [default: host:store path]")
+              help="This daemon's name in the lake (its positions are kept under it; one live daemon per name)  "
+                   "[default: the name the store shipped under, else host:store path]")
 @click.option("--lake-every", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
               help="Seconds between commits to the lake.")
 @click.option("--lake-python", default=None, metavar="PATH",

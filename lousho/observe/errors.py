@@ -227,3 +227,18 @@ class LakeFailed(ObserveError):
 
     code = "LOUSHO_LAKE_FAILED"
     hint = "check the query against `DESCRIBE spans` on the lake; a commit is retried from its position"
+
+
+class LakeNameInUse(ObserveError):
+    """Another live daemon ships to the lake under this daemon's lake name (its positions are kept per name)."""
+
+    code = "LOUSHO_LAKE_NAME_IN_USE"
+    hint = ("give each daemon of the fleet a name of its own with --lake-name (the default, host:store path, is "
+            "the same for containers that share a hostname and a volume path)")
+
+
+class LakeNameChanged(ObserveError):
+    """The store shipped to the lake under another name: under a new one it would ship everything again."""
+
+    code = "LOUSHO_LAKE_NAME_CHANGED"
+    hint = "start it without --lake-name (it keeps the name it shipped under), or pass that name"

@@ -79,6 +79,10 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
      "the spans; each daemon's positions, append-only", _FIRST),
     ("the upkeep's de-duplication of spans that reached the lake twice: how far each run looked, append-only",
      ("CREATE TABLE IF NOT EXISTS lousho_lake_dedup (checked_ns BIGINT, removed BIGINT, at_ns BIGINT)",)),
+    ("the de-duplication looks at the rows committed since its last run in the lake's own order (the DuckLake "
+     "snapshot that inserted them), not by when a daemon received them: a daemon catching up after an outage "
+     "commits rows received long ago",
+     ("ALTER TABLE lousho_lake_dedup ADD COLUMN IF NOT EXISTS checked_snapshot BIGINT",)),
 )
 LAKE_SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import select
 import signal
 import struct
 import sys
@@ -43,8 +44,6 @@ FAULT_ENV = "LOUSHO_OBSERVE_FAULT"
 # A test that forces two commits to meet names a file: before committing, each worker creates
 # ``<file>.<pid>`` and waits (up to 30 s) for ``<file>`` itself to exist.
 HOLD_ENV = "LOUSHO_LAKE_HOLD"
-# The de-duplication looks back this far past its last check: the daemons' clocks and commits still in flight.
-DEDUP_MARGIN_NS = 600 * 10**9
 
 
 def extension_path(name: str) -> str:
@@ -215,26 +214,29 @@ class Lake:
     def _deduplicate(self) -> int:
         """Remove the later copies of spans (and their scores) that reached the lake twice: a span an SDK re-sent to
         another daemon of the fleet, or after its twin left the local filter's window. Each run looks at the keys
-        of the spans received since the last run (less a margin for the daemons' clocks and commits in flight)
-        against the whole table, keeps the copy received first, and records how far it looked, in one
-        transaction. A conflict with a commit of the same moment rolls it back; the next upkeep tries again."""
-        since = self.con.execute("SELECT coalesce(max(checked_ns), 0) - ? FROM lousho_lake_dedup",
-                                 [DEDUP_MARGIN_NS]).fetchone()[0]
+        of the spans committed since the last run, in the lake's own order (the DuckLake snapshot that inserted
+        them: a daemon catching up after an outage commits spans it received hours ago), against the whole table,
+        keeps the copy received first, and records the newest snapshot it looked at, in one transaction. A commit
+        it does not see gets a later snapshot, so the next run looks at it; a conflict with a commit of the same
+        moment rolls it back and the next upkeep tries again."""
+        since = self.con.execute("SELECT coalesce(max(checked_snapshot), 0) FROM lousho_lake_dedup").fetchone()[0]
+        params = {"since": since}
         self.con.execute("BEGIN")
         try:
-            newest = self.con.execute("SELECT coalesce(max(received_ns), 0) FROM span_rows").fetchone()[0]
-            recent = "SELECT key_hi, key_lo FROM span_rows WHERE received_ns > $since"
+            upto, newest = self.con.execute("SELECT coalesce(max(snapshot_id), $since), max(received_ns) "
+                                            "FROM span_rows WHERE snapshot_id > $since", params).fetchone()
+            recent = "SELECT key_hi, key_lo FROM span_rows WHERE snapshot_id > $since"
             removed = self.con.execute(f"""
                 DELETE FROM span_rows WHERE rowid IN (SELECT rowid FROM (
                     SELECT rowid, row_number() OVER (PARTITION BY key_hi, key_lo ORDER BY received_ns, rowid) AS n
-                    FROM span_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""",
-                                       {"since": since}).fetchone()[0]
+                    FROM span_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""", params).fetchone()[0]
             if removed:
                 self.con.execute(f"""
                     DELETE FROM score_rows WHERE rowid IN (SELECT rowid FROM (
                         SELECT rowid, row_number() OVER (PARTITION BY key_hi, key_lo, seq ORDER BY rowid) AS n
-                        FROM score_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""", {"since": since})
-            self.con.execute("INSERT INTO lousho_lake_dedup VALUES (?, ?, ?)", [newest, removed, time.time_ns()])
+                        FROM score_rows WHERE (key_hi, key_lo) IN ({recent})) WHERE n > 1)""", params)
+            self.con.execute("INSERT INTO lousho_lake_dedup (checked_ns, removed, at_ns, checked_snapshot) "
+                             "VALUES (?, ?, ?, ?)", [newest, removed, time.time_ns(), upto])
             self.con.execute("COMMIT")
         except duckdb.TransactionException:
             self.con.execute("ROLLBACK")
@@ -348,16 +350,45 @@ def _answer(lake: Lake | None, header: dict[str, Any], payload: bytes) -> tuple[
     raise ValueError(f"unknown request {op!r}")
 
 
+_BUSY = threading.Event()
+
+
+def _die_with_parent(stdin: BinaryIO) -> None:
+    """Never outlive the daemon, nor finish a request it gave up on: a commit an orphan finished after the restarted
+    daemon read its position would be in the lake twice. Exits when the parent is gone (this process was handed to
+    another parent) or, during a request, when the daemon closed the request stream. Watched from a thread, not
+    PR_SET_PDEATHSIG: that fires when the *thread* that started this process ends, and the daemon starts lake
+    processes from threads that come and go."""
+    parent = os.getppid()
+    poller = select.poll() if hasattr(select, "poll") else None
+    if poller is not None:
+        poller.register(stdin.fileno(), 0)  # POLLHUP and POLLERR are always reported
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.1)
+            if os.getppid() != parent:
+                os._exit(1)
+            if poller is not None and _BUSY.is_set() and any(
+                    event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(0)):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="lake-parent", daemon=True).start()
+
+
 def main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but frames on the answer stream
+    _die_with_parent(stdin)
     lake: Lake | None = None
     while (frame := read_frame(stdin)) is not None:
         header, payload = frame
+        _BUSY.set()
         try:
             lake, answer, body = _answer(lake, header, payload)
         except (duckdb.Error, OSError, ValueError, RuntimeError, KeyError) as e:
             answer, body = {"ok": False, "error": str(e), "kind": type(e).__name__}, b""
+        _BUSY.clear()
         write_frame(stdout, answer, body)
 
 

@@ -6,6 +6,9 @@ machine's store before it is in the lake. Their scores go with them, and the kep
 the spans that stay (``runs_table.REBUILD``, in the same transaction, as compaction does), so ``runs`` and
 ``sessions`` answer over the window. It runs on the writer's connection while the loader is idle, at most once
 per ``--local-prune-every`` (an hour by default): the rebuild costs a fold of the window.
+
+The store also keeps the lake name it ships under (``lousho_lake_identity``, one row): the lake keeps positions
+per name, so a store shipping under a new name (a recreated container's new hostname) would send everything again.
 """
 
 from __future__ import annotations
@@ -40,3 +43,24 @@ def prune(con: duckdb.DuckDBPyConnection, cutoff_ns: int, shipped: int, when_rem
             pass  # deliberate: the prune's own error is the one to report
         raise
     return int(removed)
+
+
+def lake_name(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The lake name this store ships under (None: it never shipped)."""
+    row = con.execute("SELECT any_value(lake_name) FROM lousho_lake_identity").fetchone()
+    return row[0] if row else None
+
+
+def record_lake_name(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Keep ``name`` as the one lake name of this store."""
+    con.execute("BEGIN")
+    try:
+        con.execute("DELETE FROM lousho_lake_identity")
+        con.execute("INSERT INTO lousho_lake_identity VALUES (?)", [name])
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # deliberate: the write's own error is the one to report
+        raise

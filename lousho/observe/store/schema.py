@@ -216,6 +216,8 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
      runs_table.REBUILD),
     ("the spool's position: the last accepted request loaded, committed with its spans (a restart replays the "
      "rest exactly once)", _SPOOL_POSITION),
+    ("the lake name the store ships under (lake/lake_shipper.py): a new hostname must not ship it all again",
+     ("CREATE TABLE IF NOT EXISTS lousho_lake_identity (lake_name VARCHAR NOT NULL)",)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

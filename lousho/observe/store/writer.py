@@ -39,19 +39,16 @@ from lousho.observe.store import faults
 from lousho.observe.store.span_store import ArrowBatch, SpanStore, arrow_batch
 from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF, Record, Spool, default_capacity
 from lousho.observe.store.store_damage import is_corruption, is_disk_full
+from lousho.observe.store.writer_upkeep import (
+    CHECKPOINT_EVERY_BYTES,
+    CHECKPOINT_SPOOL_FRACTION,
+    COMPACT_EVERY_S,
+    RECOVER_EVERY_S,
+    LoaderUpkeep,
+)
 
 logger = logging.getLogger(__name__)
 
-# Checkpoint when the queue is empty and this many request bytes were loaded since the last one.
-CHECKPOINT_EVERY_BYTES = 32 * 1024 * 1024
-# Checkpoint even under load once this much of the spool is loaded but not yet deleted: its segments can go
-# only after a checkpoint, and the spool's bound counts them.
-CHECKPOINT_SPOOL_FRACTION = 0.25
-# Compact (remove a duplicate that got past the recent-key filter) when idle, at most this often: it scans
-# the span keys, while a duplicate that old is rare.
-COMPACT_EVERY_S = 10.0
-# While the disk is full, look for room again this often (a statvfs; the store is reopened once room is back).
-RECOVER_EVERY_S = 0.5
 # A load of this many spans is not worth waiting for more: DuckDB's cost per span is flat beyond it.
 MAX_BATCH_SPANS = 50_000
 # Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are
@@ -105,7 +102,7 @@ class _Item:
     nbytes: int  # of memory this item holds against ``capacity_bytes``
 
 
-class Writer:
+class Writer(LoaderUpkeep):
     def __init__(
         self,
         store: SpanStore,
@@ -137,6 +134,7 @@ class Writer:
         self._readers_waiting = 0
         self._loading_since: int | None = None  # accepted_ns of the oldest record being loaded now
         self._since_checkpoint = 0  # bytes loaded since the last checkpoint
+        self._checkpoint_tried_at = 0.0  # monotonic: the last checkpoint's start, failed or not
         self._compact_every_s = compact_every_s
         self._window: tuple[float, Callable[[], int], float] | None = None
         self._pruned_at = 0.0
@@ -328,8 +326,7 @@ class Writer:
                 if self._store.disk_full is not None or self._spool.disk_full is not None:
                     self._recover()
                 elif self._store.damaged is None:
-                    self._compact()
-                    self._prune()
+                    self._idle_upkeep()
                 continue
             if self._commit_delay:
                 time.sleep(self._commit_delay)
@@ -381,14 +378,12 @@ class Writer:
                     continue
                 if self._closing:
                     return None
-                if self._committed_since_compaction:
-                    # Idle with spans unchecked: wake in time to compact them, unless work arrives first.
-                    left = self._compact_every_s - (time.monotonic() - self._compacted_at)
-                    if left <= 0:
-                        return []
-                    self._cond.wait(left)
-                else:
-                    self._cond.wait()
+                # Idle: wake in time to compact spans unchecked, or to retry a checkpoint the spool's room
+                # waits for, unless work arrives first.
+                waits = [w for w in (self._compaction_wait(), self._release_wait()) if w is not None]
+                if waits and min(waits) <= 0:
+                    return []
+                self._cond.wait(min(waits) if waits else None)
             taken: list[_Item] = []
             spans = 0
             while self._queue and (not taken or spans < self._max_batch_spans):
@@ -397,6 +392,21 @@ class Writer:
                 spans += _spans_of(item.batch, item.record)
             self._loading_since = taken[0].record.accepted_ns
             return taken
+
+    def _compaction_wait(self) -> float | None:
+        if not self._committed_since_compaction:
+            return None
+        return self._compact_every_s - (time.monotonic() - self._compacted_at)
+
+    def _idle_upkeep(self) -> None:
+        """Idle: the checkpoint the spool waits for (one after a load failed or was skipped: with the spool at
+        its bound no load comes to run the next), then compaction when due."""
+        if self._release_wait() == 0:
+            self._checkpoint(wait=True)
+        wait = self._compaction_wait()
+        if wait is not None and wait <= 0:
+            self._compact()
+            self._prune()
 
     def _batch(self, item: _Item) -> ArrowBatch | None:
         """The item's batch, decoded again from the spool when it was kept on disk only; None when the
@@ -485,90 +495,6 @@ class Writer:
         self._metrics.add(spans_accepted=inserted, spans_duplicate=duplicates)
         self._metrics.spool_bytes = self._spool.bytes
         self._sync_disk_state()
-
-    def _compact(self) -> None:
-        """Remove duplicates that got past the recent-key filter while the loader is idle."""
-        self._compacted_at = time.monotonic()
-        self._committed_since_compaction = False
-        try:
-            removed = self._store.compact()
-        except Exception as e:  # deliberate: the copies stay until the next try; the data is intact
-            if is_disk_full(e):
-                self._sync_disk_state()
-                return
-            logger.exception("idle compaction failed")
-            return
-        if removed:
-            self._metrics.add(spans_accepted=-removed, spans_duplicate=removed)
-
-    def keep_window(self, days: float, shipped: Callable[[], int], every_s: float) -> None:
-        """In a fleet: traces older than ``days`` leave the store once ``shipped()`` (the lake's position) covers
-        them, checked at most every ``every_s`` while idle (store/local_window.py)."""
-        self._window = (days, shipped, every_s)
-        self._pruned_at = time.monotonic()
-
-    def _prune(self) -> None:
-        if self._window is None:
-            return
-        days, shipped, every_s = self._window
-        if time.monotonic() - self._pruned_at < every_s:
-            return
-        self._pruned_at = time.monotonic()
-        try:
-            removed = self._store.prune(time.time_ns() - int(days * 86_400e9), shipped())
-        except Exception as e:  # deliberate: the old traces stay until the next try; nothing is lost
-            if is_disk_full(e):
-                self._sync_disk_state()
-                return
-            logger.exception("pruning the local window failed")
-            return
-        if removed:
-            self._metrics.add(spans_pruned=removed)
-            logger.info("the local window: %d spans older than %g days left the store (the lake keeps them)",
-                        removed, days)
-
-    def _checkpoint(self, wait: bool = False) -> None:
-        """Fold the WAL into the database file, then let the spool delete what that made safe."""
-        started = time.perf_counter()
-        loaded = self._loaded_seq
-        try:
-            ran = self._store.checkpoint(wait=wait)
-        except Exception as e:  # deliberate: a failed checkpoint loses nothing (the WAL keeps the data); retry later
-            if is_disk_full(e):
-                self._sync_disk_state()
-                return
-            logger.exception("checkpoint failed")
-            return
-        if not ran:
-            return  # skipped (a fold held the database): the next idle moment tries again
-        self._since_checkpoint = 0
-        self._metrics.add(checkpoints=1, checkpoint_seconds_sum=time.perf_counter() - started)
-        if loaded > self._released_seq:
-            self._released_seq = loaded
-            self._spool.release(loaded)
-
-    def _recover(self) -> None:
-        """While the disk is full: see whether the store has room again (then the queued records load)."""
-        self._recover_at = time.monotonic() + RECOVER_EVERY_S
-        if self._store.disk_full is not None:
-            try:
-                self._store.recover()
-            except Exception:  # deliberate: the store stays refused (503) and the next look retries
-                logger.exception("recovering the store from a full disk failed")
-        if self._spool.disk_full is not None:
-            self._spool.full()  # looks at the file system (at most every RECHECK_FULL_S)
-        self._sync_disk_state()
-
-    def _sync_disk_state(self) -> None:
-        """Tell the metrics (and /healthz) whether the disk is full, logging each change once."""
-        full = self._store.disk_full or self._spool.disk_full
-        if not self._metrics.set_disk_full(full):
-            return
-        if full is not None:
-            logger.error("%s: %s; refusing spans (503) until there is room: %s", full.code, full.message, full.hint)
-        else:
-            logger.warning("the store has room again: taking spans")
-
 
 def spool_directory(db: Path) -> Path:
     """Where a store's spool lives by default: beside it, named after it."""

@@ -108,7 +108,9 @@ def build_app(
         except (QueueFull, ShuttingDown):
             return _unavailable(request, config, metrics)
         try:
-            await asyncio.wrap_future(future)
+            # Shielded: a cancelled request (a client gone, the shutdown's timeout) must not cancel the spool's
+            # future; the spool resolves it all the same.
+            await asyncio.shield(asyncio.wrap_future(future))
         except StoreCorrupt as e:
             # Not retryable (OTLP retries 429/502/503/504 only): resending cannot help a damaged file.
             metrics.mark_store_damaged(e)

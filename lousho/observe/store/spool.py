@@ -258,8 +258,13 @@ class Spool:
             if release_to is not None:
                 self._delete_loaded(release_to)  # first: the group below may then begin a new segment
             if group:
+                # Running from here: a waiter that goes away (a cancelled HTTP request) can no longer cancel
+                # its future, whose resolution would then raise on this thread and end it. One cancelled
+                # before is dropped: never written, never acked.
+                taken = [p for p in group if p.future.set_running_or_notify_cancel()]
                 try:
-                    self._write(group)
+                    if taken:
+                        self._write(taken)
                 finally:
                     with self._cond:
                         self._pending_bytes -= sum(len(p.body) + _HEADER.size for p in group)

@@ -216,6 +216,11 @@ def build_app(
         if damage is not None:
             return JSONResponse({"status": "unhealthy", "code": damage.code, "message": damage.message,
                                  "hint": damage.hint}, status_code=503)
+        stopped = metrics.loader_stopped
+        if stopped is not None:
+            return JSONResponse({"status": "unhealthy", "code": "LOUSHO_OBSERVE_LOADER_STOPPED", "message": stopped,
+                                 "hint": "restart the daemon (the spool replays every accepted request); "
+                                         "the daemon's log has the cause"}, status_code=503)
         full = metrics.store_disk_full
         if full is not None:
             # 503: no span can be stored now; "degraded", not "unhealthy": it passes once there is room.

@@ -65,6 +65,10 @@ DECODE_AHEAD_SPANS = 20_000
 # Under steady load the records that gather while a load runs make the next one large by themselves.
 LOAD_INTERVAL_S = 0.01
 LOAD_MAX_WAIT_S = 0.25
+# After a load fails in a way no branch expected (MemoryError, a bug), the same requests are tried again after
+# this pause, doubled at each failure in a row up to the max: never skipped, as they were acked.
+LOADER_RETRY_S = 0.5
+LOADER_RETRY_MAX_S = 8.0
 # How long a query waits for the loader to reach the acks it was sent after (read your acks).
 READ_WAIT_S = 5.0
 
@@ -79,7 +83,9 @@ def is_transient(error: BaseException) -> bool:
         return True
     if is_corruption(error):
         return False
-    return isinstance(error, duckdb.IOException | duckdb.TransactionException | OSError)
+    # Out of memory (DuckDB's or Python's) passes as the loads before it finish and free theirs.
+    return isinstance(error, duckdb.IOException | duckdb.TransactionException | duckdb.OutOfMemoryException
+                      | OSError | MemoryError)
 
 
 class QueueFull(Exception):
@@ -318,31 +324,59 @@ class Writer(LoaderUpkeep):
     # -- loading ---------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            items = self._take()
-            if items is None:
-                return
-            if not items:
-                if self._store.disk_full is not None or self._spool.disk_full is not None:
-                    self._recover()
-                elif self._store.damaged is None:
-                    self._idle_upkeep()
-                continue
-            if self._commit_delay:
-                time.sleep(self._commit_delay)
-            if not self._load(items):
-                continue
-            with self._cond:
-                idle = not self._queue
-            nbytes = sum(item.record.length for item in items)
-            self._since_checkpoint += nbytes
-            self._committed_since_compaction = True
-            unreleased = self._spool.bytes > CHECKPOINT_SPOOL_FRACTION * self._spool.capacity
-            if (idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES) or unreleased:
-                # Under load a fold is always running: the spool's room cannot wait for an idle moment.
-                self._checkpoint(wait=unreleased)
-            if idle and time.monotonic() - self._compacted_at >= self._compact_every_s:
-                self._compact()
+        try:
+            self._loop()
+        except BaseException as e:
+            # Only what no turn can catch (SystemExit, a failure of the retry itself): nothing more is loaded
+            # until a restart (the spool keeps every acked request), and /healthz must say so.
+            logger.critical("the loader thread ended (%r); accepted requests stay in the spool until a restart", e)
+            self._metrics.loader_stopped = f"the loader thread ended: {e!r}"  # logged here: not raised again
+
+    def _loop(self) -> None:
+        backoff = LOADER_RETRY_S
+        while (items := self._take()) is not None:
+            try:
+                self._step(items)
+                backoff = LOADER_RETRY_S
+            except Exception:  # deliberate: one failed turn must not end the thread while the acks go on
+                logger.exception("the loader failed; retrying the same requests in %.1f s", backoff)
+                self._retry(items, backoff)
+                backoff = min(backoff * 2, LOADER_RETRY_MAX_S)
+
+    def _retry(self, items: list[_Item], pause: float) -> None:
+        """After a failure anywhere in one turn: the items not loaded go back to the head of the queue (unless
+        the failure put them back already), and the loader pauses before trying them again."""
+        with self._cond:
+            left = [item for item in items if item.record.seq > self._loaded_seq]
+            if left and not (self._queue and self._queue[0].record.seq == left[0].record.seq):
+                self._queue.extendleft(reversed(left))
+            self._loading_since = None
+        self._sync_disk_state()
+        time.sleep(pause)
+
+    def _step(self, items: list[_Item]) -> None:
+        """One turn of the loader: upkeep when ``items`` is empty (idle, or a full disk), else a load."""
+        if not items:
+            if self._store.disk_full is not None or self._spool.disk_full is not None:
+                self._recover()
+            elif self._store.damaged is None:
+                self._idle_upkeep()
+            return
+        if self._commit_delay:
+            time.sleep(self._commit_delay)
+        if not self._load(items):
+            return
+        with self._cond:
+            idle = not self._queue
+        nbytes = sum(item.record.length for item in items)
+        self._since_checkpoint += nbytes
+        self._committed_since_compaction = True
+        unreleased = self._spool.bytes > CHECKPOINT_SPOOL_FRACTION * self._spool.capacity
+        if (idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES) or unreleased:
+            # Under load a fold is always running: the spool's room cannot wait for an idle moment.
+            self._checkpoint(wait=unreleased)
+        if idle and time.monotonic() - self._compacted_at >= self._compact_every_s:
+            self._compact()
 
     def _take(self) -> list[_Item] | None:
         with self._cond:
@@ -413,9 +447,13 @@ class Writer(LoaderUpkeep):
         record cannot be read or decoded (set aside, counted)."""
         if isinstance(item.batch, ArrowBatch):
             return item.batch
-        try:
-            if isinstance(item.batch, Future) and not item.batch.cancelled():
+        if isinstance(item.batch, Future) and not item.batch.cancelled():
+            try:
                 return item.batch.result()
+            except Exception as e:  # the decode thread failed (MemoryError, say): decoded again from the spool
+                logger.warning("decoding spool record %d ahead failed (%r); decoding it again", item.record.seq, e)
+                item.batch = None  # counted as the future was (an estimate): the queue's sums stay right
+        try:
             body = item.batch if isinstance(item.batch, bytes) else self._spool.read(item.record)
             return self._decode(body, item.record.kind)
         except (OSError, ValueError, BadPayload) as e:
@@ -467,8 +505,12 @@ class Writer(LoaderUpkeep):
                 # The data's fault: this request can never be stored. It is skipped (its position recorded
                 # alone), counted and logged with its sequence number; its body stays in the spool's file.
                 logger.exception("spool record %d cannot be stored; skipped", item.record.seq)
+                try:
+                    self._store.mark_spool_position(item.record.seq)
+                except Exception:
+                    self._put_back(items[index:])  # tried again: a skip is recorded or nothing moves
+                    raise
                 self._metrics.add(spool_unloadable=1)
-                self._store.mark_spool_position(item.record.seq)
                 self._loaded([item], 0, 0, time.perf_counter() - started)
                 continue
             self._loaded([item], result.inserted, result.duplicates, time.perf_counter() - started)

@@ -59,6 +59,10 @@ DECODE_LATE_BYTES = 1024 * 1024
 # Below it the loader decodes at its own turn: a decode holds the GIL for milliseconds, and an idle daemon's
 # acks would wait behind it.
 DECODE_AHEAD_SPANS = 20_000
+# How far ahead of the loader it decodes, in the loads' measure of spans: about two loads. Decoded rows take
+# 2-19x their body's bytes while the queue counts the body's, so rows decoded for the whole queue of a slow
+# store held several times the memory budget; past the window bodies stay bodies until the loader nears them.
+DECODE_AHEAD_WINDOW_LOADS = 2
 # The loader waits for the spool to be quiet this long (no new record) before a load, so an ack leaves before
 # the load takes the GIL (an idle daemon's ack p50 went from 5.5 to 3.3 ms against loading every 100 ms), and a
 # burst keeps the CPU for its acks and its agent until it ends; but never past LOAD_MAX_WAIT_S for the oldest.
@@ -216,6 +220,22 @@ class Writer(LoaderUpkeep):
             payload = body  # decoded after the ack: ahead of the loader under load, else by the loader
         return self._spool.append(body, kind, payload)  # type: ignore[return-value]
 
+    def _decodes_ahead(self, batch: _Payload, position: int) -> bool:
+        """Whether a body ``position`` spans behind the loader is decoded now: under load, within the window."""
+        return (isinstance(batch, bytes) and len(batch) < DECODE_LATE_BYTES
+                and DECODE_AHEAD_SPANS <= self._queued_spans
+                and position < DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans)
+
+    def _decode_window_locked(self) -> None:
+        """After a take: the bodies that came within the window as the loader moved are decoded ahead now."""
+        position = 0
+        for item in self._queue:
+            if position >= DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans:
+                return
+            if self._decodes_ahead(item.batch, position):
+                item.batch = self._decoder.submit(self._decode, item.batch, item.record.kind)
+            position += _spans_of(item.batch, item.record)
+
     def _decode(self, body: bytes, kind: int) -> ArrowBatch:
         decode = self._decode_json if kind == KIND_JSON else self._decode_protobuf
         return arrow_batch(decode(body), consume=True)
@@ -230,9 +250,8 @@ class Writer(LoaderUpkeep):
                         batch.cancel()
                     batch, nbytes = None, 0  # memory is spent: the loader reads this one back from disk
                     self._metrics.add(spool_spilled=1)
-                if (isinstance(batch, bytes) and len(batch) < DECODE_LATE_BYTES
-                        and self._queued_spans >= DECODE_AHEAD_SPANS):
-                    batch = self._decoder.submit(self._decode, batch, record.kind)
+                if self._decodes_ahead(batch, self._queued_spans):
+                    batch = self._decoder.submit(self._decode, batch, record.kind)  # type: ignore[arg-type]
                 self._queue.append(_Item(record, batch, nbytes))
                 self._queued_bytes += nbytes
                 self._queued_spans += _spans_of(batch, record)
@@ -425,6 +444,7 @@ class Writer(LoaderUpkeep):
                 taken.append(item)
                 spans += _spans_of(item.batch, item.record)
             self._loading_since = taken[0].record.accepted_ns
+            self._decode_window_locked()
             return taken
 
     def _compaction_wait(self) -> float | None:

@@ -228,6 +228,8 @@ class Writer(LoaderUpkeep):
 
     def _decode_window_locked(self) -> None:
         """After a take: the bodies that came within the window as the loader moved are decoded ahead now."""
+        if self._queued_spans < DECODE_AHEAD_SPANS:
+            return  # not under load: the loader decodes at its own turn
         position = 0
         for item in self._queue:
             if position >= DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans:

@@ -75,7 +75,8 @@ OBSERVE_ASSEMBLY = frozenset({"lousho.observe.__main__", "lousho.observe.daemon"
                               "lousho.observe.entry"})
 # The daemon's own modules, which the client side must not import (it would load the daemon).
 DAEMON = frozenset({"receive", "decode", "trigger"})
-DAEMON_MODULES = OBSERVE_ASSEMBLY | {"lousho.observe.metrics", "lousho.observe.store.writer"}
+DAEMON_MODULES = OBSERVE_ASSEMBLY | {"lousho.observe.metrics", "lousho.observe.store.writer",
+                                     "lousho.observe.store.writer_upkeep"}
 
 @dataclass(frozen=True)
 class Edge:

@@ -64,6 +64,9 @@ class Metrics:
     # Set while the store's disk is full (retryable: exports get 503, /healthz says why); cleared when room returns.
     store_disk_full: StoreDiskFull | None = None
     store_disk_full_events: int = 0
+    # Set if the loader's thread ever ends before a close (what ended it): nothing more is loaded until a
+    # restart (the spool keeps every acked request); /healthz answers 503 with it.
+    loader_stopped: str | None = None
     # notAfter of the TLS certificate (seconds since the epoch), None without TLS: /metrics shows the days left.
     tls_not_after: float | None = None
     # The lake shipper's state (lake/lake_shipper.ShipperState: position, commits, rows, last error); None: no lake.
@@ -171,6 +174,8 @@ class Metrics:
                  round(self.lag_now(), 6) if self.lag_now is not None else 0.0),
                 ("lousho_store_corrupt", "gauge", "1 once the store file was found damaged",
                  int(self.store_damage is not None)),
+                ("lousho_loader_stopped", "gauge", "1 once the loader's thread ended (a restart loads the spool)",
+                 int(self.loader_stopped is not None)),
                 ("lousho_store_disk_full", "gauge", "1 while the store's disk is full (exports get 503)",
                  int(self.store_disk_full is not None)),
                 ("lousho_store_disk_full_total", "counter", "times the store's disk was found full",

@@ -120,6 +120,28 @@ def test_gzip_body_is_inflated_and_bad_gzip_is_400(shared_daemon):
     _still_serving(shared_daemon.url)
 
 
+@pytest.mark.system
+def test_every_gzip_member_is_inflated_and_trailing_garbage_is_400(shared_daemon):
+    # Two members, as a client that compresses in pieces sends: the inflated bytes are two requests one after
+    # the other, which protobuf reads as one request holding the spans of both.
+    trace_id = new_ids()[0]
+    parts = [request([chat_span(trace_id, new_ids()[1])]).SerializeToString() for _ in range(2)]
+    members = gzip.compress(parts[0]) + b"\0" * 8 + gzip.compress(parts[1])  # zero padding, as gzip allows
+    assert post(shared_daemon.url, "/v1/traces", members, PROTOBUF, **{"content-encoding": "gzip"}).status == 200
+    assert sql(shared_daemon.url, "SELECT count(*) AS n FROM spans WHERE trace_id = ?", [trace_id.hex()]) == [
+        {"n": 2}
+    ]
+    for trailing in (b"trailing garbage", gzip.compress(b"x")[:5]):  # not a member; a member cut short
+        reply = post(shared_daemon.url, "/v1/traces", gzip.compress(parts[0]) + trailing, PROTOBUF,
+                     **{"content-encoding": "gzip"})
+        assert reply.status == 400
+        assert "LOUSHO_OBSERVE_BAD_ENCODING" in status_pb2.Status.FromString(reply.body).message
+    reply = post(shared_daemon.url, "/v1/traces", zlib.compress(parts[0]) + b"more", PROTOBUF,
+                 **{"content-encoding": "deflate"})
+    assert reply.status == 400
+    _still_serving(shared_daemon.url)
+
+
 def _vm_hwm_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):

@@ -9,13 +9,12 @@ store_damage.py) leaves the acked requests in the spool, loaded once there is ro
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-from pathlib import Path
 
 import grpc
 import pytest
 from daemon_support import get, post, sql
+from disk_support import fill_disk, tmpfs
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.client.process import start_daemon
@@ -23,41 +22,12 @@ from lousho.observe.store.span_store import open_read_only
 
 PROTOBUF = "application/x-protobuf"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-MiB = 1024 * 1024
 
 
 @pytest.fixture
 def small_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mount)],
-                              capture_output=True, text=True, timeout=30)
-    except FileNotFoundError:
-        pytest.skip("no mount command: a small file system for the store cannot be made")
-    if done.returncode != 0:
-        pytest.skip(f"mounting a 32 MiB tmpfs was refused (needs root): {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=30)
-
-
-def _fill(ballast: Path, leave: int) -> None:
-    """Fill the file system holding ``ballast``, then give back ``leave`` bytes."""
-    block = b"\0" * MiB
-    with ballast.open("wb") as f:
-        try:
-            while True:
-                f.write(block)
-                f.flush()
-        except OSError:
-            pass
-        try:
-            f.flush()
-        except OSError:
-            pass  # deliberate: what did not fit is simply not written
-    os.truncate(ballast, max(0, ballast.stat().st_size - leave))
 
 
 def _body(spans: int = 100, value_bytes: int = 10_000) -> tuple[bytes, list[str]]:
@@ -106,7 +76,7 @@ def test_a_full_disk_answers_503_heals_without_restart_and_loses_no_acked_span(s
 
         # 1. The spool finds no room: the request is refused, retryable, and nothing acked is touched.
         _spool_empties(daemon.url)
-        _fill(ballast, leave=0)
+        fill_disk(ballast, leave=0)
         big, big_ids = _body(spans=50, value_bytes=2000)
         full = post(daemon.url, "/v1/traces", big, PROTOBUF)
         assert full.status == 503 and full.headers.get("retry-after"), full
@@ -130,7 +100,7 @@ def test_a_full_disk_answers_503_heals_without_restart_and_loses_no_acked_span(s
         # 2. Room for the spool but not for the store (its WAL or its checkpoint): what was acked waits in the
         # spool and is loaded once there is room; new requests are refused meanwhile.
         _spool_empties(daemon.url)
-        _fill(ballast, leave=256 * 1024)
+        fill_disk(ballast, leave=256 * 1024)
         refusals = 0
         for _ in range(50):
             if get(daemon.url, "/healthz").status != 200:

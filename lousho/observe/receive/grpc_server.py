@@ -25,6 +25,9 @@ from lousho.observe.store.spool import KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+# A handler waits at most this long for its request's sync when the client set no shorter deadline: a
+# sync slower than that is a stuck disk, and each waiting handler holds one of the server's threads.
+ACK_WAIT_S = 30.0
 
 
 class _TraceService:
@@ -55,7 +58,12 @@ class _TraceService:
         except (QueueFull, ShuttingDown):
             self._refuse(context)
         try:
-            future.result()
+            future.result(timeout=_ack_wait(context))
+        except TimeoutError:
+            # The spool's sync did not return in time: the client's deadline (or ours) is spent, and its thread
+            # must not wait for ever. Retryable: a resend that is also stored is stored once (dedup).
+            self._retry_later(context)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the spool did not sync in time; retry later")
         except StoreCorrupt as e:
             self._metrics.mark_store_damaged(e)
             context.abort(grpc.StatusCode.INTERNAL, f"{e.code}: {e.message}; {e.hint}")
@@ -81,6 +89,12 @@ class _TraceService:
         """The RetryInfo the OTel exporters honour as the pause before their next try."""
         info = RetryInfo(retry_delay=Duration(seconds=self._config.retry_after_s))
         context.set_trailing_metadata((("google.rpc.retryinfo-bin", info.SerializeToString()),))
+
+
+def _ack_wait(context: grpc.ServicerContext) -> float:
+    """How long a handler waits for its request's sync: the client's deadline, at most ``ACK_WAIT_S``."""
+    remaining = context.time_remaining()
+    return ACK_WAIT_S if remaining is None else max(0.0, min(remaining, ACK_WAIT_S))
 
 
 def _check_free(host: str, port: int | None) -> None:

@@ -108,7 +108,9 @@ def build_app(
         except (QueueFull, ShuttingDown):
             return _unavailable(request, config, metrics)
         try:
-            await asyncio.wrap_future(future)
+            # Shielded: a cancelled request (a client gone, the shutdown's timeout) must not cancel the spool's
+            # future; the spool resolves it all the same.
+            await asyncio.shield(asyncio.wrap_future(future))
         except StoreCorrupt as e:
             # Not retryable (OTLP retries 429/502/503/504 only): resending cannot help a damaged file.
             metrics.mark_store_damaged(e)
@@ -215,6 +217,11 @@ def build_app(
         if damage is not None:
             return JSONResponse({"status": "unhealthy", "code": damage.code, "message": damage.message,
                                  "hint": damage.hint}, status_code=503)
+        stopped = metrics.loader_stopped
+        if stopped is not None:
+            return JSONResponse({"status": "unhealthy", "code": "LOUSHO_OBSERVE_LOADER_STOPPED", "message": stopped,
+                                 "hint": "restart the daemon (the spool replays every accepted request); "
+                                         "the daemon's log has the cause"}, status_code=503)
         full = metrics.store_disk_full
         if full is not None:
             # 503: no span can be stored now; "degraded", not "unhealthy": it passes once there is room.

@@ -196,10 +196,8 @@ class BodyLimit:
     ) -> int | None:
         """Read the body into ``reading.chunks``; the wire byte count, or None once answered."""
         inflater = None
-        if encoding in ("gzip", "x-gzip"):
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            inflater = zlib.decompressobj()
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            inflater = _Inflater(gzip=encoding != "deflate")
         deadline = None if self._timeout_s is None else time.monotonic() + self._timeout_s
         size = 0
         raw = 0
@@ -300,20 +298,54 @@ async def _receive_by(receive: Receive, deadline: float | None) -> Message:
     return await asyncio.wait_for(receive(), remaining)
 
 
+class _Inflater:
+    """A body's inflater: for gzip every member in turn (RFC 1952 lets members follow one another, and
+    ``gzip.decompress`` reads them all: reading the first alone acked a body whose later spans were dropped),
+    with zero padding between them allowed as ``gzip`` allows it; deflate is one stream. Bytes after the
+    end that are neither raise ``zlib.error`` (a 400)."""
+
+    def __init__(self, gzip: bool) -> None:
+        self._gzip = gzip
+        self.stream = self._new()
+
+    def _new(self) -> Any:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS if self._gzip else zlib.MAX_WBITS)
+
+    @property
+    def eof(self) -> bool:
+        """Whether the body read so far ends where a stream (a member) ends."""
+        return bool(self.stream.eof)
+
+    def after_end(self, data: bytes) -> bytes:
+        """``data`` found past the end of a stream: what begins the next member (a new stream then inflates
+        it), or nothing (padding)."""
+        if not self._gzip:
+            raise zlib.error("data after the end of the deflate stream")
+        rest = data.lstrip(b"\0")
+        if rest:
+            self.stream = self._new()
+        return rest
+
+
 def _inflate(
-    inflater: Any, chunk: bytes, size: int, limit: int
+    inflater: _Inflater, chunk: bytes, size: int, limit: int
 ) -> tuple[list[bytes] | None, int]:
-    """Inflate ``chunk`` in bounded steps; None when the output would pass ``limit``."""
+    """Inflate ``chunk`` in bounded steps; None when the output would pass ``limit`` (all members count)."""
     out: list[bytes] = []
     data = chunk
     step = 1 << 20
     while data:
-        piece = inflater.decompress(data, min(step, limit - size + 1))
+        if inflater.eof:
+            data = inflater.after_end(data)
+            if not data:
+                break
+        stream = inflater.stream
+        piece = stream.decompress(data, min(step, limit - size + 1))
         size += len(piece)
         if size > limit:
             return None, size
         out.append(piece)
-        data = inflater.unconsumed_tail
+        data = stream.unused_data if stream.eof else stream.unconsumed_tail
     return out, size
 
 

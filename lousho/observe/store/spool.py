@@ -165,6 +165,13 @@ class Spool:
                 with path.open("r+b") as f:
                     f.truncate(good_end)
                     os.fsync(f.fileno())
+            if last and not records:
+                # Empty (a full disk at its first record, or a crash before its first sync): it holds nothing,
+                # and the first write of this run would open the same name again; kept, it would be a second
+                # entry for the live file, and the first release would delete that file under acked records.
+                path.unlink()
+                _sync_directory(self.directory)
+                continue
             first = int(path.name[: -len(_SUFFIX)])
             segment = _Segment(path, first, records[-1].seq if records else 0, good_end)
             segments.append(segment)
@@ -251,8 +258,13 @@ class Spool:
             if release_to is not None:
                 self._delete_loaded(release_to)  # first: the group below may then begin a new segment
             if group:
+                # Running from here: a waiter that goes away (a cancelled HTTP request) can no longer cancel
+                # its future, whose resolution would then raise on this thread and end it. One cancelled
+                # before is dropped: never written, never acked.
+                taken = [p for p in group if p.future.set_running_or_notify_cancel()]
                 try:
-                    self._write(group)
+                    if taken:
+                        self._write(taken)
                 finally:
                     with self._cond:
                         self._pending_bytes -= sum(len(p.body) + _HEADER.size for p in group)
@@ -329,10 +341,21 @@ class Spool:
             self._fd = None
         path = self.directory / f"{self._next_seq:020d}{_SUFFIX}"
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
-        _sync_directory(self.directory)  # the new file's name must survive a crash with its records
-        segment = _Segment(path, self._next_seq, 0, 0)
         with self._cond:
-            self._segments.append(segment)
+            if current is not None and current.path == path:
+                # The same file again (emptied: O_TRUNC): one entry per file, or a release of the stale one
+                # would delete the live file.
+                segment = current
+                segment.size, segment.last_seq = 0, 0
+            else:
+                segment = _Segment(path, self._next_seq, 0, 0)
+                self._segments.append(segment)
+        try:
+            _sync_directory(self.directory)  # the new file's name must survive a crash with its records
+        except OSError:
+            os.close(self._fd)  # the next write opens it again and syncs its name then
+            self._fd = None
+            raise
         return segment
 
     # -- releasing -------------------------------------------------------------------------------------
@@ -357,6 +380,8 @@ class Spool:
             if index == len(segments) - 1 and self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+            elif self._fd is not None and segment.path == segments[-1].path:
+                continue  # a stale entry naming the file being written: that file holds records not loaded
             segment.path.unlink(missing_ok=True)
             faults.point("spool.deleted")
         with self._cond:

@@ -39,19 +39,16 @@ from lousho.observe.store import faults
 from lousho.observe.store.span_store import ArrowBatch, SpanStore, arrow_batch
 from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF, Record, Spool, default_capacity
 from lousho.observe.store.store_damage import is_corruption, is_disk_full
+from lousho.observe.store.writer_upkeep import (
+    CHECKPOINT_EVERY_BYTES,
+    CHECKPOINT_SPOOL_FRACTION,
+    COMPACT_EVERY_S,
+    RECOVER_EVERY_S,
+    LoaderUpkeep,
+)
 
 logger = logging.getLogger(__name__)
 
-# Checkpoint when the queue is empty and this many request bytes were loaded since the last one.
-CHECKPOINT_EVERY_BYTES = 32 * 1024 * 1024
-# Checkpoint even under load once this much of the spool is loaded but not yet deleted: its segments can go
-# only after a checkpoint, and the spool's bound counts them.
-CHECKPOINT_SPOOL_FRACTION = 0.25
-# Compact (remove a duplicate that got past the recent-key filter) when idle, at most this often: it scans
-# the span keys, while a duplicate that old is rare.
-COMPACT_EVERY_S = 10.0
-# While the disk is full, look for room again this often (a statvfs; the store is reopened once room is back).
-RECOVER_EVERY_S = 0.5
 # A load of this many spans is not worth waiting for more: DuckDB's cost per span is flat beyond it.
 MAX_BATCH_SPANS = 50_000
 # Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are
@@ -62,12 +59,20 @@ DECODE_LATE_BYTES = 1024 * 1024
 # Below it the loader decodes at its own turn: a decode holds the GIL for milliseconds, and an idle daemon's
 # acks would wait behind it.
 DECODE_AHEAD_SPANS = 20_000
+# How far ahead of the loader it decodes, in the loads' measure of spans: about two loads. Decoded rows take
+# 2-19x their body's bytes while the queue counts the body's, so rows decoded for the whole queue of a slow
+# store held several times the memory budget; past the window bodies stay bodies until the loader nears them.
+DECODE_AHEAD_WINDOW_LOADS = 2
 # The loader waits for the spool to be quiet this long (no new record) before a load, so an ack leaves before
 # the load takes the GIL (an idle daemon's ack p50 went from 5.5 to 3.3 ms against loading every 100 ms), and a
 # burst keeps the CPU for its acks and its agent until it ends; but never past LOAD_MAX_WAIT_S for the oldest.
 # Under steady load the records that gather while a load runs make the next one large by themselves.
 LOAD_INTERVAL_S = 0.01
 LOAD_MAX_WAIT_S = 0.25
+# After a load fails in a way no branch expected (MemoryError, a bug), the same requests are tried again after
+# this pause, doubled at each failure in a row up to the max: never skipped, as they were acked.
+LOADER_RETRY_S = 0.5
+LOADER_RETRY_MAX_S = 8.0
 # How long a query waits for the loader to reach the acks it was sent after (read your acks).
 READ_WAIT_S = 5.0
 
@@ -82,7 +87,9 @@ def is_transient(error: BaseException) -> bool:
         return True
     if is_corruption(error):
         return False
-    return isinstance(error, duckdb.IOException | duckdb.TransactionException | OSError)
+    # Out of memory (DuckDB's or Python's) passes as the loads before it finish and free theirs.
+    return isinstance(error, duckdb.IOException | duckdb.TransactionException | duckdb.OutOfMemoryException
+                      | OSError | MemoryError)
 
 
 class QueueFull(Exception):
@@ -105,7 +112,7 @@ class _Item:
     nbytes: int  # of memory this item holds against ``capacity_bytes``
 
 
-class Writer:
+class Writer(LoaderUpkeep):
     def __init__(
         self,
         store: SpanStore,
@@ -137,6 +144,7 @@ class Writer:
         self._readers_waiting = 0
         self._loading_since: int | None = None  # accepted_ns of the oldest record being loaded now
         self._since_checkpoint = 0  # bytes loaded since the last checkpoint
+        self._checkpoint_tried_at = 0.0  # monotonic: the last checkpoint's start, failed or not
         self._compact_every_s = compact_every_s
         self._window: tuple[float, Callable[[], int], float] | None = None
         self._pruned_at = 0.0
@@ -212,6 +220,24 @@ class Writer:
             payload = body  # decoded after the ack: ahead of the loader under load, else by the loader
         return self._spool.append(body, kind, payload)  # type: ignore[return-value]
 
+    def _decodes_ahead(self, batch: _Payload, position: int) -> bool:
+        """Whether a body ``position`` spans behind the loader is decoded now: under load, within the window."""
+        return (isinstance(batch, bytes) and len(batch) < DECODE_LATE_BYTES
+                and DECODE_AHEAD_SPANS <= self._queued_spans
+                and position < DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans)
+
+    def _decode_window_locked(self) -> None:
+        """After a take: the bodies that came within the window as the loader moved are decoded ahead now."""
+        if self._queued_spans < DECODE_AHEAD_SPANS:
+            return  # not under load: the loader decodes at its own turn
+        position = 0
+        for item in self._queue:
+            if position >= DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans:
+                return
+            if self._decodes_ahead(item.batch, position):
+                item.batch = self._decoder.submit(self._decode, item.batch, item.record.kind)
+            position += _spans_of(item.batch, item.record)
+
     def _decode(self, body: bytes, kind: int) -> ArrowBatch:
         decode = self._decode_json if kind == KIND_JSON else self._decode_protobuf
         return arrow_batch(decode(body), consume=True)
@@ -226,9 +252,8 @@ class Writer:
                         batch.cancel()
                     batch, nbytes = None, 0  # memory is spent: the loader reads this one back from disk
                     self._metrics.add(spool_spilled=1)
-                if (isinstance(batch, bytes) and len(batch) < DECODE_LATE_BYTES
-                        and self._queued_spans >= DECODE_AHEAD_SPANS):
-                    batch = self._decoder.submit(self._decode, batch, record.kind)
+                if self._decodes_ahead(batch, self._queued_spans):
+                    batch = self._decoder.submit(self._decode, batch, record.kind)  # type: ignore[arg-type]
                 self._queue.append(_Item(record, batch, nbytes))
                 self._queued_bytes += nbytes
                 self._queued_spans += _spans_of(batch, record)
@@ -320,32 +345,59 @@ class Writer:
     # -- loading ---------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            items = self._take()
-            if items is None:
-                return
-            if not items:
-                if self._store.disk_full is not None or self._spool.disk_full is not None:
-                    self._recover()
-                elif self._store.damaged is None:
-                    self._compact()
-                    self._prune()
-                continue
-            if self._commit_delay:
-                time.sleep(self._commit_delay)
-            if not self._load(items):
-                continue
-            with self._cond:
-                idle = not self._queue
-            nbytes = sum(item.record.length for item in items)
-            self._since_checkpoint += nbytes
-            self._committed_since_compaction = True
-            unreleased = self._spool.bytes > CHECKPOINT_SPOOL_FRACTION * self._spool.capacity
-            if (idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES) or unreleased:
-                # Under load a fold is always running: the spool's room cannot wait for an idle moment.
-                self._checkpoint(wait=unreleased)
-            if idle and time.monotonic() - self._compacted_at >= self._compact_every_s:
-                self._compact()
+        try:
+            self._loop()
+        except BaseException as e:
+            # Only what no turn can catch (SystemExit, a failure of the retry itself): nothing more is loaded
+            # until a restart (the spool keeps every acked request), and /healthz must say so.
+            logger.critical("the loader thread ended (%r); accepted requests stay in the spool until a restart", e)
+            self._metrics.loader_stopped = f"the loader thread ended: {e!r}"  # logged here: not raised again
+
+    def _loop(self) -> None:
+        backoff = LOADER_RETRY_S
+        while (items := self._take()) is not None:
+            try:
+                self._step(items)
+                backoff = LOADER_RETRY_S
+            except Exception:  # deliberate: one failed turn must not end the thread while the acks go on
+                logger.exception("the loader failed; retrying the same requests in %.1f s", backoff)
+                self._retry(items, backoff)
+                backoff = min(backoff * 2, LOADER_RETRY_MAX_S)
+
+    def _retry(self, items: list[_Item], pause: float) -> None:
+        """After a failure anywhere in one turn: the items not loaded go back to the head of the queue (unless
+        the failure put them back already), and the loader pauses before trying them again."""
+        with self._cond:
+            left = [item for item in items if item.record.seq > self._loaded_seq]
+            if left and not (self._queue and self._queue[0].record.seq == left[0].record.seq):
+                self._queue.extendleft(reversed(left))
+            self._loading_since = None
+        self._sync_disk_state()
+        time.sleep(pause)
+
+    def _step(self, items: list[_Item]) -> None:
+        """One turn of the loader: upkeep when ``items`` is empty (idle, or a full disk), else a load."""
+        if not items:
+            if self._store.disk_full is not None or self._spool.disk_full is not None:
+                self._recover()
+            elif self._store.damaged is None:
+                self._idle_upkeep()
+            return
+        if self._commit_delay:
+            time.sleep(self._commit_delay)
+        if not self._load(items):
+            return
+        with self._cond:
+            idle = not self._queue
+        nbytes = sum(item.record.length for item in items)
+        self._since_checkpoint += nbytes
+        self._committed_since_compaction = True
+        unreleased = self._spool.bytes > CHECKPOINT_SPOOL_FRACTION * self._spool.capacity
+        if (idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES) or unreleased:
+            # Under load a fold is always running: the spool's room cannot wait for an idle moment.
+            self._checkpoint(wait=unreleased)
+        if idle and time.monotonic() - self._compacted_at >= self._compact_every_s:
+            self._compact()
 
     def _take(self) -> list[_Item] | None:
         with self._cond:
@@ -381,14 +433,12 @@ class Writer:
                     continue
                 if self._closing:
                     return None
-                if self._committed_since_compaction:
-                    # Idle with spans unchecked: wake in time to compact them, unless work arrives first.
-                    left = self._compact_every_s - (time.monotonic() - self._compacted_at)
-                    if left <= 0:
-                        return []
-                    self._cond.wait(left)
-                else:
-                    self._cond.wait()
+                # Idle: wake in time to compact spans unchecked, or to retry a checkpoint the spool's room
+                # waits for, unless work arrives first.
+                waits = [w for w in (self._compaction_wait(), self._release_wait()) if w is not None]
+                if waits and min(waits) <= 0:
+                    return []
+                self._cond.wait(min(waits) if waits else None)
             taken: list[_Item] = []
             spans = 0
             while self._queue and (not taken or spans < self._max_batch_spans):
@@ -396,16 +446,36 @@ class Writer:
                 taken.append(item)
                 spans += _spans_of(item.batch, item.record)
             self._loading_since = taken[0].record.accepted_ns
+            self._decode_window_locked()
             return taken
+
+    def _compaction_wait(self) -> float | None:
+        if not self._committed_since_compaction:
+            return None
+        return self._compact_every_s - (time.monotonic() - self._compacted_at)
+
+    def _idle_upkeep(self) -> None:
+        """Idle: the checkpoint the spool waits for (one after a load failed or was skipped: with the spool at
+        its bound no load comes to run the next), then compaction when due."""
+        if self._release_wait() == 0:
+            self._checkpoint(wait=True)
+        wait = self._compaction_wait()
+        if wait is not None and wait <= 0:
+            self._compact()
+            self._prune()
 
     def _batch(self, item: _Item) -> ArrowBatch | None:
         """The item's batch, decoded again from the spool when it was kept on disk only; None when the
         record cannot be read or decoded (set aside, counted)."""
         if isinstance(item.batch, ArrowBatch):
             return item.batch
-        try:
-            if isinstance(item.batch, Future) and not item.batch.cancelled():
+        if isinstance(item.batch, Future) and not item.batch.cancelled():
+            try:
                 return item.batch.result()
+            except Exception as e:  # the decode thread failed (MemoryError, say): decoded again from the spool
+                logger.warning("decoding spool record %d ahead failed (%r); decoding it again", item.record.seq, e)
+                item.batch = None  # counted as the future was (an estimate): the queue's sums stay right
+        try:
             body = item.batch if isinstance(item.batch, bytes) else self._spool.read(item.record)
             return self._decode(body, item.record.kind)
         except (OSError, ValueError, BadPayload) as e:
@@ -457,8 +527,12 @@ class Writer:
                 # The data's fault: this request can never be stored. It is skipped (its position recorded
                 # alone), counted and logged with its sequence number; its body stays in the spool's file.
                 logger.exception("spool record %d cannot be stored; skipped", item.record.seq)
+                try:
+                    self._store.mark_spool_position(item.record.seq)
+                except Exception:
+                    self._put_back(items[index:])  # tried again: a skip is recorded or nothing moves
+                    raise
                 self._metrics.add(spool_unloadable=1)
-                self._store.mark_spool_position(item.record.seq)
                 self._loaded([item], 0, 0, time.perf_counter() - started)
                 continue
             self._loaded([item], result.inserted, result.duplicates, time.perf_counter() - started)
@@ -485,90 +559,6 @@ class Writer:
         self._metrics.add(spans_accepted=inserted, spans_duplicate=duplicates)
         self._metrics.spool_bytes = self._spool.bytes
         self._sync_disk_state()
-
-    def _compact(self) -> None:
-        """Remove duplicates that got past the recent-key filter while the loader is idle."""
-        self._compacted_at = time.monotonic()
-        self._committed_since_compaction = False
-        try:
-            removed = self._store.compact()
-        except Exception as e:  # deliberate: the copies stay until the next try; the data is intact
-            if is_disk_full(e):
-                self._sync_disk_state()
-                return
-            logger.exception("idle compaction failed")
-            return
-        if removed:
-            self._metrics.add(spans_accepted=-removed, spans_duplicate=removed)
-
-    def keep_window(self, days: float, shipped: Callable[[], int], every_s: float) -> None:
-        """In a fleet: traces older than ``days`` leave the store once ``shipped()`` (the lake's position) covers
-        them, checked at most every ``every_s`` while idle (store/local_window.py)."""
-        self._window = (days, shipped, every_s)
-        self._pruned_at = time.monotonic()
-
-    def _prune(self) -> None:
-        if self._window is None:
-            return
-        days, shipped, every_s = self._window
-        if time.monotonic() - self._pruned_at < every_s:
-            return
-        self._pruned_at = time.monotonic()
-        try:
-            removed = self._store.prune(time.time_ns() - int(days * 86_400e9), shipped())
-        except Exception as e:  # deliberate: the old traces stay until the next try; nothing is lost
-            if is_disk_full(e):
-                self._sync_disk_state()
-                return
-            logger.exception("pruning the local window failed")
-            return
-        if removed:
-            self._metrics.add(spans_pruned=removed)
-            logger.info("the local window: %d spans older than %g days left the store (the lake keeps them)",
-                        removed, days)
-
-    def _checkpoint(self, wait: bool = False) -> None:
-        """Fold the WAL into the database file, then let the spool delete what that made safe."""
-        started = time.perf_counter()
-        loaded = self._loaded_seq
-        try:
-            ran = self._store.checkpoint(wait=wait)
-        except Exception as e:  # deliberate: a failed checkpoint loses nothing (the WAL keeps the data); retry later
-            if is_disk_full(e):
-                self._sync_disk_state()
-                return
-            logger.exception("checkpoint failed")
-            return
-        if not ran:
-            return  # skipped (a fold held the database): the next idle moment tries again
-        self._since_checkpoint = 0
-        self._metrics.add(checkpoints=1, checkpoint_seconds_sum=time.perf_counter() - started)
-        if loaded > self._released_seq:
-            self._released_seq = loaded
-            self._spool.release(loaded)
-
-    def _recover(self) -> None:
-        """While the disk is full: see whether the store has room again (then the queued records load)."""
-        self._recover_at = time.monotonic() + RECOVER_EVERY_S
-        if self._store.disk_full is not None:
-            try:
-                self._store.recover()
-            except Exception:  # deliberate: the store stays refused (503) and the next look retries
-                logger.exception("recovering the store from a full disk failed")
-        if self._spool.disk_full is not None:
-            self._spool.full()  # looks at the file system (at most every RECHECK_FULL_S)
-        self._sync_disk_state()
-
-    def _sync_disk_state(self) -> None:
-        """Tell the metrics (and /healthz) whether the disk is full, logging each change once."""
-        full = self._store.disk_full or self._spool.disk_full
-        if not self._metrics.set_disk_full(full):
-            return
-        if full is not None:
-            logger.error("%s: %s; refusing spans (503) until there is room: %s", full.code, full.message, full.hint)
-        else:
-            logger.warning("the store has room again: taking spans")
-
 
 def spool_directory(db: Path) -> Path:
     """Where a store's spool lives by default: beside it, named after it."""

@@ -1,0 +1,60 @@
+"""Decoding ahead of a slow loader stays within a window of about two loads: decoded rows take 2-19x their
+body's bytes while the queue counts the body's, so decoding the whole queue held several times the memory
+budget. Past the window bodies stay bodies, and are decoded as the loader comes near them."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+from otlp_bodies import chat_span, new_ids, request
+
+from lousho.observe.decode import otlp_native
+from lousho.observe.metrics import Metrics
+from lousho.observe.store.span_store import AppendResult, SpanStore
+from lousho.observe.store.writer import MAX_BATCH_SPANS, Writer
+
+SPANS = 400
+REQUESTS = 600  # about 3x the window, as the loads count spans (by body size)
+WINDOW_SPANS = 2 * MAX_BATCH_SPANS  # two loads
+
+
+class _GatedStore(SpanStore):
+    """A slow store: every append waits until the test opens the gate."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, fold_thread=False)
+        self.gate = threading.Event()
+
+    def append(self, batches, spool_seq=None) -> AppendResult:  # noqa: ANN001 (the base's signature)
+        assert self.gate.wait(60)
+        return super().append(batches, spool_seq=spool_seq)
+
+
+def _decoded_ahead(writer: Writer) -> tuple[int, int]:
+    """Items queued behind the loader that the decode thread holds (or will hold) rows for, and their spans
+    as the loads count them. Read from the queue: what the bound is about."""
+    with writer._cond:
+        ahead = [item for item in writer._queue if isinstance(item.batch, Future)]
+    return len(ahead), sum(max(1, item.record.length // 256) for item in ahead)
+
+
+def test_decoding_ahead_of_a_slow_store_stays_within_its_window(tmp_path):
+    store = _GatedStore(tmp_path / "s.duckdb")
+    writer = Writer(store, Metrics(), capacity_bytes=1 << 30, spool_bytes=1 << 30)
+    try:
+        trace_id = new_ids()[0]
+        body = request([chat_span(trace_id, new_ids()[1]) for _ in range(SPANS)]).SerializeToString()
+        for _ in range(REQUESTS):  # the same spans again and again: stored once, which is not the point here
+            writer.submit(otlp_native.check_protobuf(body), len(body), body).result(10)
+        items, spans = _decoded_ahead(writer)
+        assert items > 0  # under load it does decode ahead
+        assert spans <= WINDOW_SPANS, f"{items} requests decoded ahead"
+        store.gate.set()
+        assert writer.wait_loaded(60) == 0
+        assert store.reader().execute("SELECT count(*) FROM spans").fetchone()[0] == SPANS
+    finally:
+        store.gate.set()
+        writer.close(30)
+        store.close()

@@ -135,7 +135,9 @@ def quoted_checks(added: str, names: Iterable[str]) -> list[str]:
 
 # Bracketed parts exclude their own opening bracket and are bounded, so "[[[[..." stays linear.
 _IMAGE = re.compile(r"!\[[^\[\]\n]{0,500}\]\s*(?:\([^()\n]{0,2000}\)|\[[^\[\]\n]{0,500}\])")
-_LINK = re.compile(r"\[([^\[\]\n]{0,500})\]\s*(?:\([^()\n]{0,2000}\)|\[[^\[\]\n]{0,500}\])")
+# Not our own placeholder before a space: "[link removed] (Errno 111 ...)" is a URL removed before a
+# parenthesis, and reading the two as a link dropped the parenthesis (a refused connection's reason).
+_LINK = re.compile(r"\[(?!link removed\]\s)([^\[\]\n]{0,500})\]\s*(?:\([^()\n]{0,2000}\)|\[[^\[\]\n]{0,500}\])")
 _LINK_DEFINITION = re.compile(r"^[ \t]*\[[^\]\n]+\]:[^\n]*$", re.MULTILINE)
 _TAG = re.compile(r"</?[A-Za-z!?][^<>]*>")
 _PLAIN_URL = re.compile(_URL, re.IGNORECASE)

@@ -37,6 +37,10 @@ def new_figure(width: float, height: float, rows: int = 1) -> tuple[Figure, list
 
 def save(figure: Figure, out: Path) -> Path:
     fmt = output_format(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, format=fmt)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(out, format=fmt)
+    except OSError as e:  # a file where a directory must be, no permission, a full disk: the user's to fix
+        raise BadOutput(f"cannot write {out}: {e.strerror or e}",
+                        hint="give --out a path in a directory you can write") from None
     return out

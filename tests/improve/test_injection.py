@@ -131,3 +131,12 @@ def test_injection_checks_stay_linear_on_hostile_input() -> None:
         injection_findings(text)
         plain_text(text)
     assert time.perf_counter() - began < 10
+
+
+def test_a_removed_link_keeps_the_parenthesis_after_it():
+    # lousho's own reason for a refused connection kept its errno only up to the removed URL.
+    reason = "the step could not run: no daemon answers at http://127.0.0.1:9 ([Errno 111] Connection refused)"
+    assert plain_text(reason) == ("the step could not run: no daemon answers at [link removed] "
+                                  "([Errno 111] Connection refused)")
+    assert plain_text("[link removed] (http://evil.example.com/x)") == "[link removed] ([link removed])"
+    assert plain_text("[link removed](http://evil.example.com/x)") == "link removed"  # a link still goes

@@ -104,6 +104,15 @@ def test_plot_pass_rate_draws_every_harness_revision_as_a_png(demo_dir: Path, tm
     assert_png_with_content(out, 800, 400)
 
 
+
+def test_plot_to_a_path_it_cannot_write_is_a_usage_error(demo_dir: Path, tmp_path: Path):
+    agent = tomllib.loads((demo_dir / "agent" / "agent.toml").read_text())["name"]
+    (tmp_path / "a-file").write_text("")
+    result = plot("pass-rate", "--agent", agent, "--db", demo_dir / "observe.duckdb",
+                  "--out", tmp_path / "a-file" / "p.png")  # a file where the directory must be
+    assert_clean_error(result, 2, "LOUSHO_PLOT_BAD_OUTPUT")
+    assert "cannot write" in result.stderr
+
 @pytest.mark.slow
 @pytest.mark.system
 def test_plot_monitor_of_an_edit_without_live_runs_exits_1_with_a_hint(demo_dir: Path, tmp_path: Path):

@@ -61,3 +61,32 @@ def test_the_demo_prints_tables_with_whole_headers_and_decisions_in_words(demo_r
     assert "watcher tick: kept: " in out and "the edit passes 20 points more than the base" in out
     assert "drop -" not in out
     assert "│ unscored " in out  # the runs the check cannot score are named, not a blank cell
+
+
+def test_a_child_that_dies_before_its_run_starts_ends_the_wait_with_what_it_printed(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    import click
+
+    from lousho.demo.cli import _wait_for_run
+
+    log = tmp_path / "child.stderr"
+    with log.open("wb") as err:
+        child = subprocess.Popen([sys.executable, "-c", "import sys; print('no module named x', file=sys.stderr); "
+                                  "sys.exit(3)"], stdout=subprocess.DEVNULL, stderr=err)
+    started = time.monotonic()
+    with pytest.raises(click.ClickException) as caught:
+        _wait_for_run(f"sqlite:///{tmp_path / 'runs.db'}", "never", child, log, timeout=60)
+    assert time.monotonic() - started < 10  # not the 60 s it would wait for a run never made
+    assert "exit code 3" in caught.value.message and "no module named x" in caught.value.message
+
+
+def test_lousho_s_own_children_ignore_a_lousho_folder_in_the_working_directory(tmp_path, monkeypatch):
+    from lousho.observe.client.process import start_daemon
+
+    (tmp_path / "lousho" / "observe").mkdir(parents=True)  # e.g. a copy of lousho/agent/example's parents
+    monkeypatch.chdir(tmp_path)
+    daemon = start_daemon(tmp_path / "o.duckdb")  # python -m lousho.observe found this folder first
+    assert daemon.stop() == 0

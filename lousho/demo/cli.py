@@ -59,12 +59,14 @@ def demo(workdir: Path, n_runs: int) -> None:
 
             _say("3. a run is killed mid-flight (SIGKILL while the model hangs); the recover loop finishes it")
             model.inject(Fault.hang(60))
+            child_log = workdir / "demo-killed.stderr"
             common = ["--model-url", model.url, "--model", "scripted", "--store", store_url, "--observe", daemon.url]
-            child = subprocess.Popen([sys.executable, "-m", "lousho", "agent", "run", str(agent_dir),
-                                      "note: milk, eggs, bread", "--run-id", "demo-killed", *common,
-                                      "--check", str(agent_dir / "check.py"), "--lease-seconds", "2"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            _wait_for_run(store_url, "demo-killed")
+            with child_log.open("wb") as child_err:  # the child holds its own copy of the descriptor
+                child = subprocess.Popen([sys.executable, "-P", "-m", "lousho", "agent", "run", str(agent_dir),
+                                          "note: milk, eggs, bread", "--run-id", "demo-killed", *common,
+                                          "--check", str(agent_dir / "check.py"), "--lease-seconds", "2"],
+                                         stdout=subprocess.DEVNULL, stderr=child_err)
+            _wait_for_run(store_url, "demo-killed", child, child_log)
             child.kill()
             child.wait()
             model.clear_faults()
@@ -276,14 +278,22 @@ def _case(text: str) -> str:
     return text.split(":")[0].replace(" ", "-") if text.startswith("add") else "notes"
 
 
-def _wait_for_run(store_url: str, run_id: str, timeout: float = 60.0) -> None:
-    """Until the run exists in the store (it is created before its first model call, which hangs)."""
+def _wait_for_run(store_url: str, run_id: str, child: subprocess.Popen[bytes], log: Path,
+                  timeout: float = 60.0) -> None:
+    """Until the run exists in the store (it is created before its first model call, which hangs). A child
+    that exits first, or never creates it, ends the demo with what it printed: waiting on would only hide it."""
     from lousho.recover.store import open as open_store
 
     store = open_store(store_url)
     try:
         deadline = time.monotonic() + timeout
-        while store.get_run(run_id) is None and time.monotonic() < deadline:
+        while store.get_run(run_id) is None:
+            if child.poll() is not None or time.monotonic() >= deadline:
+                child.kill()
+                child.wait()
+                tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+                raise click.ClickException(f"the agent run {run_id} did not start (exit code {child.returncode}); "
+                                           "it printed:\n" + ("\n".join(tail) or "(nothing)"))
             time.sleep(0.05)
     finally:
         store.close()
@@ -291,7 +301,7 @@ def _wait_for_run(store_url: str, run_id: str, timeout: float = 60.0) -> None:
 
 
 def _lousho(*args: str) -> None:
-    if subprocess.run([sys.executable, "-m", "lousho", *args]).returncode != 0:
+    if subprocess.run([sys.executable, "-P", "-m", "lousho", *args]).returncode != 0:
         raise click.ClickException(f"`lousho {' '.join(args[:2])}` failed; its error is above")
 
 

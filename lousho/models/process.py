@@ -31,7 +31,7 @@ def start_scripted(
 
     Raises ServerStartFailed with the child's output when it exits or stays silent instead.
     """
-    cmd = [sys.executable, "-m", "lousho.models", "serve-scripted", "--script", str(script),
+    cmd = [sys.executable, "-P", "-m", "lousho.models", "serve-scripted", "--script", str(script),
            "--seed", str(seed), "--port", str(port)]
     if log is not None:
         cmd += ["--log", str(log)]

@@ -30,7 +30,7 @@ def start_daemon(
 ) -> DaemonProcess:
     """Start a daemon on ``db`` (free ports by default) and wait until it accepts requests."""
     cmd = [
-        sys.executable, "-m", "lousho.observe", "--db", str(db),
+        sys.executable, "-P", "-m", "lousho.observe", "--db", str(db),
         "--port", str(port), "--grpc-port", str(grpc_port), *args,
     ]
     try:

@@ -165,7 +165,7 @@ class CycleModels:
 
 def cycle_command(agent: AgentSpec, observe_url: str | None = None, models: CycleModels | None = None) -> list[str]:
     # Models not given to the daemon come from the environment the child inherits (LOUSHO_MODEL_URL, ...).
-    command = [sys.executable, "-m", "lousho", "improve", str(agent.directory), "--check", str(agent.check),
+    command = [sys.executable, "-P", "-m", "lousho", "improve", str(agent.directory), "--check", str(agent.check),
                "--apply", "--json", "--agent-name", agent.name, *(models or CycleModels()).flags()]
     return command + (["--observe", observe_url] if observe_url else [])
 

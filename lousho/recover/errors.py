@@ -89,6 +89,21 @@ class StoreMissing(RecoverError):
         )
 
 
+class StoreNotRunStore(RecoverError):
+    """An existing file that is not a lousho run store: another program's SQLite database, or not SQLite."""
+
+    code = "LOUSHO_STORE_NOT_A_RUN_STORE"
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} is not a lousho run store: {why}; it was left as it was",
+            hint="pass --store sqlite:///path/to/runs.db naming a new file or an existing run store",
+        )
+
+    __reduce__ = RecoverError.__reduce__
+
+
 class StoreBusy(RecoverError):
     """Another process held the write lock for longer than the busy timeout."""
 

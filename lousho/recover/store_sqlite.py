@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from lousho.recover import schema
 from lousho.recover._codec import utc_now
-from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing
+from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing, StoreNotRunStore
 from lousho.recover.store_protocol import DEFAULT_HISTORY_LIMIT
 from lousho.recover.store_sql import Cursor, SqlRunStore
 
@@ -62,11 +62,14 @@ class SqliteStore(SqlRunStore):
             if not create:
                 raise StoreMissing(self.location)
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        existing = self.path.is_file() and self.path.stat().st_size > 0
         self._conn = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False,
         )
         try:
             with self._translate():
+                if existing:
+                    self._refuse_another_programs_file()
                 # WAL is a property of the file (the first opener sets it); synchronous and foreign keys are per
                 # connection.
                 self._conn.execute("PRAGMA journal_mode=WAL")
@@ -76,6 +79,17 @@ class SqliteStore(SqlRunStore):
         except BaseException:
             self._conn.close()
             raise
+
+    def _refuse_another_programs_file(self) -> None:
+        """Before anything is written to an existing file (WAL mode, the tables): refuse one that is not SQLite,
+        or whose tables are another program's, rather than add ours to it (a listing command did)."""
+        try:
+            tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as e:
+            raise StoreNotRunStore(self.location, str(e)) from None
+        if tables and "schema_migrations" not in tables:
+            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreNotRunStore(self.location, f"its tables are another program's ({shown})")
 
     # --- transactions ---
 

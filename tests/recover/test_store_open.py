@@ -16,6 +16,7 @@ from lousho.recover.errors import (
     SchemaTooNew,
     StoreBusy,
     StoreMissing,
+    StoreNotRunStore,
     StoreNotSqlite,
     StoreUnavailable,
     UnsupportedStoreUrl,
@@ -97,6 +98,24 @@ def test_opening_without_create_refuses_a_missing_file(tmp_path: Path):
         open_store(f"sqlite:///{missing}", create=False)
     assert str(missing) in info.value.hint
     assert not missing.parent.exists()
+
+
+def test_another_programs_sqlite_file_or_a_non_sqlite_file_is_refused_untouched(tmp_path: Path):
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    before = other.read_bytes()
+    with pytest.raises(StoreNotRunStore, match="another program's \\(notes\\)"):
+        open_store(f"sqlite:///{other}")
+    assert other.read_bytes() == before  # no lousho table, no WAL mode: a listing command had added both
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    with pytest.raises(StoreNotRunStore, match="file is not a database") as caught:
+        open_store(f"sqlite:///{text}")
+    assert caught.value.code == "LOUSHO_STORE_NOT_A_RUN_STORE" and text.read_text() == "hello\n"
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    open_store(f"sqlite:///{empty}").close()  # an empty file is a new store
 
 
 def test_sqlite_store_uses_wal_a_busy_timeout_and_the_chosen_synchronous(tmp_path: Path):

@@ -133,3 +133,11 @@ def test_runs_show_takes_the_store_options_before_or_after_the_sub_command(store
     # Typed after the sub-command, it wins over the group's.
     out = lousho("runs", "--db", str(tmp_path / "missing.duckdb"), "show", "run-edges", "--db", str(store), "--json")
     assert out.returncode == 0 and json.loads(out.stdout)["run"]["run_id"] == "run-edges", out.stderr
+
+
+@pytest.mark.system
+def test_the_listings_options_before_a_sub_command_are_refused_not_dropped(store):
+    out = lousho("runs", "--db", str(store), "--json", "show", "run-edges")
+    assert out.returncode == 2 and "--json before `show` would be ignored" in out.stderr  # it printed the table
+    out = lousho("runs", "--db", str(store), "--failed", "--limit", "3", "show", "run-edges")
+    assert out.returncode == 2 and "--failed, --limit before `show`" in out.stderr

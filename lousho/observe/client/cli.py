@@ -255,6 +255,7 @@ def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None
     """List runs, newest first; `lousho runs show RUN_ID` shows one."""
     ctx.obj = {"url": url, "db": db, "token": token}
     if ctx.invoked_subcommand is not None:
+        _refuse_listing_options(ctx)
         return
     store = open_store(url, db, token)
     try:
@@ -270,6 +271,19 @@ def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None
                                  "cost_usd", "error_type"), "table")
     if empty_note:
         click.echo(empty_note, err=True)
+
+
+def _refuse_listing_options(ctx: click.Context) -> None:
+    """``lousho runs --json show ID`` printed the table: the listing's options before a sub-command were
+    dropped without a word. Refuse them, naming where they go."""
+    given = [option for option in ctx.command.params
+             if option.name in RunsGroup.listing_only
+             and ctx.get_parameter_source(option.name or "") is ParameterSource.COMMANDLINE]
+    if given:
+        flags = ", ".join(option.opts[0] for option in given)
+        sub = ctx.invoked_subcommand
+        raise click.UsageError(f"{flags} before `{sub}` would be ignored: they are the listing's; give the "
+                               f"sub-command's own options after it (lousho runs {sub} --help)")
 
 
 def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int) -> pl.DataFrame:

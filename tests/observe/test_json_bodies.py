@@ -151,3 +151,13 @@ def test_sql_text_that_is_not_valid_unicode_gets_a_coded_400(shared_daemon, body
     assert error["message"].startswith("the body holds text that is not valid Unicode (a lone surrogate): ")
     assert error["hint"]
     _still_serving(shared_daemon.url)
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("params", ["x", {"a": 1}, 3], ids=["string", "object", "number"])
+def test_sql_params_that_are_not_an_array_are_a_bad_request_not_a_refusal(shared_daemon, params):
+    reply = post(shared_daemon.url, "/v1/sql", _body({"query": "SELECT 1 AS x", "params": params}), JSON)
+    assert reply.status == 400, reply.body
+    error = reply.json()["error"]
+    assert error["code"] == "LOUSHO_SQL_BAD_REQUEST"  # it was LOUSHO_SQL_REFUSED, with the read-only hint
+    assert error["message"].startswith("params must be a JSON array of values, not ")

@@ -343,6 +343,8 @@ def _sql_request(body: bytes) -> dict[str, Any] | str:
         return f"the body is not JSON: {e}"
     if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
         return "the body must be JSON: {\"query\": ..., \"params\": [...]}"
+    if doc.get("params") is not None and not isinstance(doc["params"], list):
+        return f"params must be a JSON array of values, not {json.dumps(doc['params'])[:60]}"
     bad = invalid_text(doc)
     if bad is not None:
         return f"the body holds text that is not valid Unicode (a lone surrogate): {bad}"

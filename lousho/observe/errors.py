@@ -134,6 +134,13 @@ class RunNotFound(ObserveError):
     hint = "`lousho runs` lists the run ids the store has"
 
 
+class StoreNotLousho(ObserveError):
+    """A DuckDB file that holds another program's tables and no lousho store: left as it is."""
+
+    code = "LOUSHO_STORE_NOT_LOUSHO"
+    hint = "pass --db a new file or a lousho store: the daemon owns its file and would add its tables to this one"
+
+
 class StoreCorrupt(ObserveError):
     """The store file is damaged (truncated, overwritten): DuckDB's block checksums or reads fail."""
 

@@ -53,6 +53,19 @@ def test_a_file_that_is_not_a_duckdb_store_is_refused(tmp_path, make):
 
 
 @pytest.mark.system
+def test_another_programs_duckdb_file_is_refused_untouched(tmp_path):
+    import duckdb
+
+    db = tmp_path / "analytics.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE sales AS SELECT 1 AS amount")
+    before = db.read_bytes()
+    assert_coded(start_fails(db), "LOUSHO_STORE_NOT_LOUSHO", "new file")  # it added 14 tables of ours
+    assert_coded(lousho("runs", "--db", str(db)), "LOUSHO_STORE_NOT_LOUSHO", "new file")
+    assert db.read_bytes() == before
+
+
+@pytest.mark.system
 @pytest.mark.parametrize("where", ["under_a_file", "in_sys"])
 def test_a_directory_that_cannot_be_created_is_refused(tmp_path, where):
     if where == "under_a_file":

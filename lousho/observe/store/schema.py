@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import duckdb
 
-from lousho.observe.errors import SchemaTooNew
+from lousho.observe.errors import SchemaTooNew, StoreNotLousho
 from lousho.observe.runs import runs_table
 
 # Columns promoted at ingest, in table order after the identity columns (normalise.ALIASES names).
@@ -242,9 +242,21 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0][0])
 
 
+def refuse_another_programs_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """A file never migrated that already holds tables is another program's database, not a new store."""
+    tables = [name for (name,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+        "ORDER BY table_name LIMIT 6").fetchall()]
+    if tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreNotLousho(f"the DuckDB file holds another program's tables ({shown}) and no lousho store")
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Apply every migration the store lacks, each in its own transaction; return the version."""
     version = current_version(con)
+    if version == 0:
+        refuse_another_programs_tables(con)
     if version > SCHEMA_VERSION:
         raise SchemaTooNew(
             f"store schema version {version} is newer than this lousho's {SCHEMA_VERSION}"
@@ -264,8 +276,10 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def check_readable(con: duckdb.DuckDBPyConnection) -> int:
-    """For read-only opens: the version, refusing a store newer than this code."""
+    """For read-only opens: the version, refusing a store newer than this code or another program's file."""
     version = current_version(con)
+    if version == 0:
+        refuse_another_programs_tables(con)
     if version > SCHEMA_VERSION:
         raise SchemaTooNew(
             f"store schema version {version} is newer than this lousho's {SCHEMA_VERSION}"

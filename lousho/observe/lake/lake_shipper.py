@@ -19,7 +19,7 @@ twice; the local store's compaction removes its own copy, the lake keeps both (d
 Positions are kept per lake name, so a name is one store's for good: the shipper holds an advisory lock on its
 name for the daemon's whole life (``lake_lease.NameLease``; a second daemon with the name refuses to start, and
 one that lost the lock ships and prunes nothing until it holds it again), and the store keeps the name it ships
-under (``local_window.lake_name``): without ``--lake-name`` a restart uses it, not a new host's default.
+under (``lake_identity.lake_name``): without ``--lake-name`` a restart uses it, not a new host's default.
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ import psycopg
 import pyarrow as pa
 
 from lousho.observe.errors import LakeFailed, LakeNameChanged, LakeNameInUse, LakeUnavailable
-from lousho.observe.lake import lake_schema
+from lousho.observe.lake import lake_identity, lake_schema
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
 from lousho.observe.lake.lake_lease import UPKEEP, FleetLeases, NameLease
-from lousho.observe.store import local_window
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +96,7 @@ class LakeShipper:
         ``derived`` (``default_name``)."""
         con = reader()
         try:
-            recorded = local_window.lake_name(con)
+            recorded = lake_identity.lake_name(con)
         finally:
             con.close()
         name = name or recorded or derived
@@ -130,7 +129,7 @@ class LakeShipper:
             if recorded != name:
                 con = reader()
                 try:
-                    local_window.record_lake_name(con, name)
+                    lake_identity.record_lake_name(con, name)
                 finally:
                     con.close()
         except BaseException:

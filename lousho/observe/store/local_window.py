@@ -43,24 +43,3 @@ def prune(con: duckdb.DuckDBPyConnection, cutoff_ns: int, shipped: int, when_rem
             pass  # deliberate: the prune's own error is the one to report
         raise
     return int(removed)
-
-
-def lake_name(con: duckdb.DuckDBPyConnection) -> str | None:
-    """The lake name this store ships under (None: it never shipped)."""
-    row = con.execute("SELECT any_value(lake_name) FROM lousho_lake_identity").fetchone()
-    return row[0] if row else None
-
-
-def record_lake_name(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Keep ``name`` as the one lake name of this store."""
-    con.execute("BEGIN")
-    try:
-        con.execute("DELETE FROM lousho_lake_identity")
-        con.execute("INSERT INTO lousho_lake_identity VALUES (?)", [name])
-        con.execute("COMMIT")
-    except BaseException:
-        try:
-            con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass  # deliberate: the write's own error is the one to report
-        raise

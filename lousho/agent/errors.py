@@ -17,6 +17,14 @@ class SkillInvalid(AgentDirInvalid):
     hint = "a SKILL.md starts with front matter: ---, a line `description: ...`, ---"
 
 
+class CheckInvalid(AgentDirInvalid):
+    """The --check file is missing, fails to load, or defines no check: the run's verdict, not the agent."""
+
+    code = "LOUSHO_AGENT_CHECK_INVALID"
+    hint = "--check names a Python file defining check(input, output) that returns a Verdict " \
+           "(lousho/agent/example/check.py is one)"
+
+
 class UnknownTool(LoushoError):
     code = "LOUSHO_AGENT_UNKNOWN_TOOL"
     hint = "the tools the agent knows are listed in the message; check agent.toml and tools.py"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lousho.agent import directory as agent_directory
-from lousho.agent.errors import AgentDirInvalid
+from lousho.agent.errors import AgentDirInvalid, CheckInvalid
 from lousho.agent.loop import Agent
 from lousho.agent.verdict import Check
 from lousho.models.config import ModelConfig
@@ -69,8 +69,11 @@ def load_check(path: Path | None) -> Check | None:
     """``check(input_text, output) -> Verdict`` from a Python file; None without one."""
     if path is None:
         return None
-    module = agent_directory.exec_module(path, "check")
+    try:
+        module = agent_directory.exec_module(path, "check")
+    except AgentDirInvalid as e:
+        raise CheckInvalid(e.message) from None
     check = getattr(module, "check", None)
     if not callable(check):
-        raise AgentDirInvalid(f"{path}: defines no check(input, output) function")
+        raise CheckInvalid(f"{path}: defines no check(input, output) function")
     return check

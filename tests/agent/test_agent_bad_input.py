@@ -95,3 +95,19 @@ def test_resuming_an_unknown_run_names_it(tmp_path, model):
     _run(tmp_path, copy_example(tmp_path / "agent"), model)
     result = lousho("runs", "resume", "nope", "--model-url", model.url, "--model", "scripted", "--store", store)
     _assert_clean_error(result, "LOUSHO_RUN_NOT_FOUND", "nope")
+
+
+@pytest.mark.parametrize(("content", "named"), [(None, "check module missing"),
+                                                ("ANSWER = 42\n", "defines no check"),
+                                                ("import nosuchmodule\n", "failed to load")])
+def test_a_bad_check_file_is_a_check_error_not_an_agent_directory_error(tmp_path, content, named):
+    from lousho.agent.errors import CheckInvalid
+    from lousho.agent.runner import load_check
+
+    path = tmp_path / "check.py"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(CheckInvalid) as err:
+        load_check(path)
+    assert err.value.code == "LOUSHO_AGENT_CHECK_INVALID" and named in err.value.message
+    assert "--check" in err.value.hint  # it pointed at agent.toml and skills

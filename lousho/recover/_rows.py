@@ -10,7 +10,7 @@ from typing import Any
 
 from lousho.recover import schema
 from lousho.recover._codec import decode, encode, format_utc, parse_utc
-from lousho.recover.errors import CheckpointCorrupt
+from lousho.recover.errors import CRASHED_ERROR, CheckpointCorrupt
 from lousho.recover.records import Approval, Session, StepRecord, StoredRun
 
 RUN_COLUMNS = (
@@ -48,7 +48,17 @@ DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
 # A batch claim (RunStore.claim_due): the due runs, oldest first, then one write that takes the lease of those read.
 # Parameters: now, orphan_before, now, limit; then owner, lease_expiry, now, and the ids.
 CLAIM_DUE_SELECT = f"SELECT {RUN_COLUMNS} FROM runs WHERE {CLAIMABLE} AND {DUE} ORDER BY created_at, id LIMIT ?"
-CLAIM = "UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ? WHERE "
+# A claim also settles an attempt that never ended: a run still ``running`` when claimed had its process die (or
+# lose its lease) mid-attempt, so it is counted as a failure in a row (``errors.CRASHED_ERROR``, the parameter after
+# ``now``) and becomes ``interrupted``, in the same write: a run that kills every process that runs it reaches the
+# cap, and one the claimer hands back unstarted stays claimable (a ``running`` run without a lease owner is not).
+# Each right-hand side reads the row as it was before the UPDATE, on both databases.
+CLAIM = (
+    "UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ?, "
+    "consecutive_failures = consecutive_failures + CASE WHEN status = 'running' THEN 1 ELSE 0 END, "
+    "last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END, status = 'interrupted' WHERE "
+)
+CRASHED = encode(CRASHED_ERROR, run_id="-")
 
 # The outage breaker's one row (RunStore.get_outage), and what closing it clears.
 OUTAGE_ROW = (
@@ -76,8 +86,11 @@ def claimed(row: tuple[Any, ...], owner: str, expiry: str, now: str, location: s
         run = run_record(row, location)
     except CheckpointCorrupt as e:
         return e
+    if run.status == "running":
+        run = dataclasses.replace(run, consecutive_failures=run.consecutive_failures + 1,
+                                  last_error=dict(CRASHED_ERROR))
     return dataclasses.replace(run, lease_owner=owner, lease_expiry=expiry, lease_epoch=run.lease_epoch + 1,
-                               updated_at=now)
+                               updated_at=now, status="interrupted")
 
 
 def run_record(row: tuple[Any, ...], location: str) -> StoredRun:

@@ -22,6 +22,15 @@ UNCLASSIFIED_CODE = "LOUSHO_RUN_EXCEPTION"
 # KeyboardInterrupt, SystemExit: the process was stopped, the run was not at fault.
 INTERRUPTED_CODE = "LOUSHO_RUN_INTERRUPTED"
 STOPPED_CODE = "LOUSHO_RUN_STOPPED"
+# What a claim records on a run it finds ``running`` (an attempt began and never recorded an ending: its process
+# was killed, crashed or lost its lease). Counted as a failure in a row, so a run that kills every process that
+# runs it is quarantined at the cap instead of being retried for ever (DBOS counts dispatches for the same reason).
+CRASHED_CODE = "LOUSHO_RUN_CRASHED"
+CRASHED_ERROR = {
+    "message": "the previous attempt ended without recording an ending: its process was killed or crashed, or "
+               "lost its lease",
+    "code": CRASHED_CODE, "category": None, "retryable": True,
+}
 
 
 def _restore(cls: type[BaseException], message: str, state: dict[str, Any]) -> BaseException:

@@ -375,7 +375,7 @@ class SqlRunStore(ABC):
     ) -> StoredRun | None:
         at = format_utc(now)
         where = f"id = ? AND {rows.CLAIMABLE}"
-        params = [owner, format_utc(now + timedelta(seconds=lease_seconds)), at, run_id, at,
+        params = [owner, format_utc(now + timedelta(seconds=lease_seconds)), at, rows.CRASHED, run_id, at,
                   format_utc(orphan_before)]
         if due_only:
             where, params = f"{where} AND {rows.DUE}", [*params, at]
@@ -404,7 +404,7 @@ class SqlRunStore(ABC):
             found = cur.execute(select, (at, format_utc(orphan_before), at, limit)).fetchall()
             if found:
                 cur.execute(f"{rows.CLAIM}id IN ({', '.join('?' * len(found))})",
-                            (owner, expiry, at, *[row[0] for row in found]))
+                            (owner, expiry, at, rows.CRASHED, *[row[0] for row in found]))
             return found
 
         return [rows.claimed(row, owner, expiry, at, self.location) for row in self._write("claim_due", claim)]

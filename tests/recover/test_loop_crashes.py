@@ -1,0 +1,87 @@
+"""A run that kills the process running it (an OOM, a segfault in a tool, a native crash): real ``lousho recover``
+processes, each SIGKILLed by the run they resume. The attempts that died count as failures in a row, so the run is
+quarantined at the cap instead of killing every loop that picks it up, for ever."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lousho.recover import durable
+from lousho.recover.errors import CRASHED_CODE
+from lousho.recover.store import RunStore
+
+POISON_APP = '''
+import os, signal
+from lousho.recover import durable
+from lousho.recover.store import open as open_store
+
+
+def resume(run_id, epoch):
+    store = open_store(os.environ["LEDGER_STORE"])
+    durable.resume(store, run_id, epoch=epoch)  # the attempt begins (status running) ...
+    with open(os.environ["LEDGER_FILE"], "a") as f:
+        f.write(f"{run_id} {os.getpid()}\\n")
+    os.kill(os.getpid(), signal.SIGKILL)  # ... and its process dies before the run records an ending
+'''
+
+MAX_ATTEMPTS = 3
+LEASE_SECONDS = 0.3
+
+
+def _loop_process(tmp_path: Path, store_url: str) -> subprocess.Popen[str]:
+    code = "from lousho.recover.cli import recover_command; recover_command(prog_name='lousho recover')"
+    env = {"LEDGER_STORE": store_url, "LEDGER_FILE": str(tmp_path / "ledger.txt"), "PATH": "/usr/bin:/bin",
+           **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "--app", "poison_app:resume", "--store", store_url, "--interval", "0.05",
+         "--max-attempts", str(MAX_ATTEMPTS), "--lease-seconds", str(LEASE_SECONDS)],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_run_that_kills_every_loop_running_it_is_quarantined_at_the_cap(
+    store: RunStore, store_url: str, tmp_path: Path,
+):
+    (tmp_path / "poison_app.py").write_text(POISON_APP)
+    with durable.start(store, "poison", "coder", "send", {"task": "poison"}) as run:
+        run.step("read", lambda: 1)
+        run.fail(ConnectionError("reset"))  # an ordinary interrupted run, one failure in a row
+
+    killed = 0
+    for _ in range(MAX_ATTEMPTS + 3):  # before the fix every one of these loops was killed
+        child = _loop_process(tmp_path, store_url)
+        try:
+            deadline = time.monotonic() + 30
+            while child.poll() is None and time.monotonic() < deadline:
+                record = store.get_run("poison")
+                if record is not None and record.status == "quarantined":
+                    break
+                time.sleep(0.02)
+        finally:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+            code = child.wait(timeout=30)
+            assert child.stderr is not None
+            stderr = child.stderr.read()
+            child.stderr.close()
+        if code == -signal.SIGKILL:
+            killed += 1
+            time.sleep(LEASE_SECONDS + 0.1)  # the dead loop's lease lapses
+            continue
+        assert code == 0, stderr
+        break
+
+    record = store.get_run("poison")
+    assert record is not None
+    assert record.status == "quarantined", (killed, record)
+    # 1 failure before, then each claim of a run an attempt left "running" counts one: the cap is reached after
+    # MAX_ATTEMPTS - 1 attempts died, and the next loop quarantines it instead of running it.
+    assert killed == MAX_ATTEMPTS - 1
+    assert len((tmp_path / "ledger.txt").read_text().splitlines()) == killed
+    assert record.consecutive_failures == MAX_ATTEMPTS
+    assert record.last_error is not None and record.last_error["code"] == CRASHED_CODE
+    assert record.last_error["retryable"] is True

@@ -255,8 +255,13 @@ class Agent:
         return value if _is_json(value) else str(value)
 
     def _approval(self, run: DurableRun, call: ToolCall, arguments: dict[str, Any]) -> str | RunResult | None:
-        """None to go ahead, a text result when a person denied it, a RunResult when the run must wait."""
-        approval_id = f"{run.run_id}:{call.id}"
+        """None to go ahead, a text result when a person denied it, a RunResult when the run must wait.
+
+        The approval is keyed by the step the tool would record as well as the call id: ids are the provider's,
+        and several providers number them per response ("call_1" in every turn; a call without one is
+        ``call_<i>``), so by the id alone a later call would find an earlier call's decision and run unseen.
+        The step index is the same on every replay of this call and differs for every call that ran."""
+        approval_id = f"{run.run_id}:{run.next_step}:{call.id}"
         approval = self.store.get_approval(approval_id)
         if approval is None:
             run.await_approval(tool_call_id=call.id, tool_name=call.name, args=arguments, approval_id=approval_id)

@@ -150,6 +150,28 @@ class StoreUnavailable(RecoverError):
         )
 
 
+class StoreFailed(RecoverError):
+    """The database refused a statement for a reason of its own: a corrupt SQLite file, a full disk, an I/O error,
+    a read-only Postgres (a standby, ``default_transaction_read_only``), missing privileges. What is not a lock
+    held too long (``StoreBusy``) nor a server out of reach (``StoreUnavailable``). Nothing of the refused
+    transaction was written. Retryable: the recover loop's backoff and quarantine bound it, and a run must not be
+    failed for good over its store's trouble."""
+
+    code = "LOUSHO_STORE_FAILED"
+    retryable = True
+
+    def __init__(self, location: str, reason: str, sqlstate: str | None = None) -> None:
+        self.location = location
+        self.reason = reason
+        self.sqlstate = sqlstate
+        said = f" (SQLSTATE {sqlstate})" if sqlstate else ""
+        super().__init__(
+            f"the run store {location} refused the operation{said}: {reason}; nothing of it was written",
+            hint=f"check {location}: free disk space, its permissions, that it is writable (not a read-only "
+                 "standby), and for a SQLite file `PRAGMA integrity_check`",
+        )
+
+
 class SchemaTooNew(RecoverError):
     code = "LOUSHO_STORE_SCHEMA_TOO_NEW"
 

@@ -8,11 +8,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lousho.recover import durable
 from lousho.recover.errors import CRASHED_CODE
+from lousho.recover.lease import ORPHAN_SECONDS
+from lousho.recover.loop import RecoveryLoop
 from lousho.recover.store import RunStore
 
 POISON_APP = '''
@@ -85,3 +89,39 @@ def test_a_run_that_kills_every_loop_running_it_is_quarantined_at_the_cap(
     assert record.consecutive_failures == MAX_ATTEMPTS
     assert record.last_error is not None and record.last_error["code"] == CRASHED_CODE
     assert record.last_error["retryable"] is True
+
+
+KILLED_HOLDER = '''
+import os, signal, sys
+from lousho.recover import durable, lease
+from lousho.recover.store import open as open_store
+
+store = open_store(sys.argv[1])
+run = durable.start(store, "held", "coder", "send", {"task": "held"})
+with lease.hold(store, run, seconds=0.3):
+    run.step("read", lambda: 1)
+    os.kill(os.getpid(), signal.SIGKILL)  # a `lousho agent run` killed mid-run, its lease held
+'''
+
+
+def test_a_crashed_run_a_stopping_loop_hands_back_unstarted_is_claimable_at_once(
+    store: RunStore, store_url: str, tmp_path: Path,
+):
+    script = tmp_path / "killed_holder.py"
+    script.write_text(KILLED_HOLDER)
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    died = subprocess.run([sys.executable, str(script), store_url], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    time.sleep(0.4)  # its lease lapses
+
+    stopping = threading.Event()
+    stopping.set()  # a loop told to stop as it claimed: it gives the run back without starting it
+    report = RecoveryLoop(store, lambda run_id, epoch: None, stop_event=stopping).tick()
+    assert report.attempted == []
+    now = datetime.now(UTC)
+    # Another replica takes it at once, not orphan_seconds (15 minutes) later.
+    taken = store.claim_run("held", owner="replica-2", lease_seconds=60, now=now,
+                            orphan_before=now - timedelta(seconds=ORPHAN_SECONDS))
+    assert taken is not None and taken.lease_owner == "replica-2"
+    assert taken.consecutive_failures == 1 and taken.last_error["code"] == CRASHED_CODE  # counted once

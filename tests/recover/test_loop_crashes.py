@@ -13,6 +13,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from recover_support import run_child
+
 from lousho.recover import durable
 from lousho.recover.errors import CRASHED_CODE
 from lousho.recover.lease import ORPHAN_SECONDS
@@ -125,3 +127,42 @@ def test_a_crashed_run_a_stopping_loop_hands_back_unstarted_is_claimable_at_once
                             orphan_before=now - timedelta(seconds=ORPHAN_SECONDS))
     assert taken is not None and taken.lease_owner == "replica-2"
     assert taken.consecutive_failures == 1 and taken.last_error["code"] == CRASHED_CODE  # counted once
+
+
+def test_a_run_whose_approver_died_before_resuming_it_is_finished_by_the_loop_after_the_grace(
+    store: RunStore, store_url: str, tmp_path: Path,
+):
+    """`lousho runs approve` resolves, then resumes: a process that died in between left the run awaiting approval
+    with nothing pending, which no loop ever claimed. It is claimable once orphan_seconds passed since the decision
+    (not before: the approver's own resume must not be raced)."""
+    with durable.start(store, "paused", "coder", "send", {"task": "wire"}) as run:
+        run.step("plan", lambda: "wire 10")
+        run.await_approval(tool_call_id="c1", tool_name="wire", args={"amount": 10}, approval_id="a1")
+    (tmp_path / "go").touch()
+    resolved = run_child("resolve", store_url, str(tmp_path / "go"), "a1")  # a real process decides, then is gone
+    assert resolved.returncode == 0 and '"won": ["a1"]' in resolved.stdout, resolved.stderr
+
+    def app(run_id: str, epoch: int) -> None:
+        with durable.resume(store, run_id, epoch=epoch) as resumed:
+            decision = store.get_approval("a1")
+            assert decision is not None
+            resumed.step("plan", lambda: "wire 10")  # recorded: replayed, not run
+            resumed.step("wire", lambda: decision.status)
+            resumed.finish(decision.status)
+
+    assert RecoveryLoop(store, app).tick().attempted == []  # within the grace: the approver may be on its way
+    later = datetime.now(UTC) + timedelta(seconds=ORPHAN_SECONDS + 1)
+    report = RecoveryLoop(store, app, clock=lambda: later).tick()
+    assert report.attempted == ["paused"]
+    record = store.get_run("paused")
+    assert record is not None and (record.status, record.output) == ("finished", "approved")
+    assert record.consecutive_failures == 0  # a pause is not a crash
+    assert [s.name for s in store.load_steps("paused").values()] == ["plan", "wire"]
+
+
+def test_a_run_with_a_pending_approval_is_never_claimed(store: RunStore):
+    with durable.start(store, "waiting", "coder", "send", {}) as run:
+        run.await_approval(tool_call_id="c1", tool_name="wire", args={}, approval_id="a1")
+    later = datetime.now(UTC) + timedelta(seconds=ORPHAN_SECONDS + 1)
+    assert RecoveryLoop(store, lambda run_id, epoch: None, clock=lambda: later).tick().attempted == []
+    assert store.get_run("waiting").status == "awaiting_approval"

@@ -7,6 +7,7 @@ Hooks and approvals are decided again on each execution, from the same transcrip
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -252,11 +253,16 @@ class Agent:
         except Exception as e:  # a tool's failure is a result the model can read, not a crash
             spans.mark_error(span, e)
             return f"error: {type(e).__name__}: {e}"
-        return value if _is_json(value) else str(value)
+        return _recordable(value)
 
     def _approval(self, run: DurableRun, call: ToolCall, arguments: dict[str, Any]) -> str | RunResult | None:
-        """None to go ahead, a text result when a person denied it, a RunResult when the run must wait."""
-        approval_id = f"{run.run_id}:{call.id}"
+        """None to go ahead, a text result when a person denied it, a RunResult when the run must wait.
+
+        The approval is keyed by the step the tool would record as well as the call id: ids are the provider's,
+        and several providers number them per response ("call_1" in every turn; a call without one is
+        ``call_<i>``), so by the id alone a later call would find an earlier call's decision and run unseen.
+        The step index is the same on every replay of this call and differs for every call that ran."""
+        approval_id = f"{run.run_id}:{run.next_step}:{call.id}"
         approval = self.store.get_approval(approval_id)
         if approval is None:
             run.await_approval(tool_call_id=call.id, tool_name=call.name, args=arguments, approval_id=approval_id)
@@ -276,5 +282,18 @@ class _StopError(LoushoError):
                          hint="the run was stopped by a hook; fix the tool or the instructions, then start a new run")
 
 
-def _is_json(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool | list | dict)
+def _recordable(value: Any) -> Any:
+    """A tool's result as its step records it: the value when the store can hold it as JSON (checked all the way
+    down, as the store encodes it), else its text, which the model is shown anyway. Checking only the top level let
+    a datetime inside a dict, or a NaN, fail the whole run for good after the tool's side effect ran."""
+    try:
+        json.dumps(value, sort_keys=True, allow_nan=False)
+        return value
+    except (TypeError, ValueError, RecursionError):
+        pass
+    if isinstance(value, list | dict):  # the JSON the model would see, its odd leaves as their text
+        try:
+            return json.dumps(value, sort_keys=True, default=str)
+        except (TypeError, ValueError, RecursionError):
+            pass
+    return str(value)

@@ -40,7 +40,7 @@ class Session:
         options = options or RunOptions()
         if options.session_id is None:  # the turn's runs carry their session, the unit the monitor clusters by
             options = replace(options, session_id=self.id)
-        record = self.record
+        record = self._settle_finished(self.record)
         if record.pending_turn:
             raise RunPending(f"session {self.id}: turn {record.pending_turn} is unfinished")
         run_id = f"{self.id}.turn-{record.turns + 1}"
@@ -56,7 +56,28 @@ class Session:
         record = self.record
         if not record.pending_turn:
             raise RunPending(f"session {self.id} has no pending turn", hint="send the next turn instead")
+        run = self.agent.store.get_run(record.pending_turn)
+        if run is not None and run.status == "finished":  # finished elsewhere (the recover loop): commit it
+            self._settle_finished(record)
+            output = run.output if isinstance(run.output, dict) else {}
+            return RunResult(run.id, output.get("text"), output.get("finish_reason", "stop"),
+                             len(self.agent.store.load_steps(run.id)),
+                             messages=tuple(output.get("messages", [])))
         return self._commit(record, self.agent.resume(record.pending_turn))
+
+    def _settle_finished(self, record: SessionRecord) -> SessionRecord:
+        """``record`` with its pending turn committed if that turn's run finished without this class seeing it.
+
+        The recover loop resumes a turn interrupted by a crash like any run, but only a Session writes the
+        transcript: without this, a turn the loop finished blocked the session for good (``send`` said it was
+        unfinished, ``resume`` that it was not resumable) and discarding it lost its messages."""
+        if not record.pending_turn:
+            return record
+        run = self.agent.store.get_run(record.pending_turn)
+        if run is None or run.status != "finished":
+            return record
+        messages = (run.output or {}).get("messages", []) if isinstance(run.output, dict) else []
+        return self.agent.store.save_session(replace(record, transcript=messages, pending_turn=None))
 
     def discard_pending(self) -> None:
         """Give up on the pending turn: its run is stopped and the transcript stays as it was."""

@@ -9,9 +9,10 @@ Retry rule (STYLE §8, DBOS ``db_retry``): the whole transaction is re-run, neve
 
 A connection lost *while COMMIT was in flight* is not retried: the write may have committed, and several writes
 are not idempotent (``record_failure``, ``bump_epoch``), so it surfaces as ``StoreUnavailable``. Anything else
-is re-raised as it is. Retries sleep with full jitter, doubling from ``BASE_DELAY_S`` up to ``MAX_DELAY_S``, at
-most ``MAX_ATTEMPTS`` tries in all; a server that stays down is ``StoreUnavailable`` (retryable), so the caller's
-own backoff (the recover loop's) takes over rather than this one hanging.
+is ``StoreFailed`` (coded, with the SQLSTATE: a read-only server, missing privileges, a full disk). Retries sleep
+with full jitter, doubling from ``BASE_DELAY_S`` up to ``MAX_DELAY_S``, at most ``MAX_ATTEMPTS`` tries in all; a
+server that stays down is ``StoreUnavailable`` (retryable), so the caller's own backoff (the recover loop's) takes
+over rather than this one hanging.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
-from lousho.recover.errors import StoreBusy, StoreUnavailable, redact_url
+from lousho.recover.errors import StoreBusy, StoreFailed, StoreUnavailable, redact_url
 
 T = TypeVar("T")
 
@@ -136,8 +137,8 @@ class PgConnection:
                 raise StoreBusy(self.location, self.lock_timeout_s) from e
             except psycopg.Error as e:
                 error = self._unretryable(e, committing and write)
-                if error is e:
-                    raise
+                if error is e:  # the server refused the statement (read-only, privileges, disk): coded, no traceback
+                    raise StoreFailed(self.location, _reason(e), e.sqlstate) from e
                 if error is not None:
                     raise error from e
                 if not delays:
@@ -155,7 +156,7 @@ class PgConnection:
             return StoreUnavailable(self.location, _reason(e), retryable=False)
         lost = isinstance(e, psycopg.OperationalError) and (connecting or self._conn.broken)
         if not lost:
-            return e  # a bug or a constraint: re-raised as it is
+            return e  # refused by the server (or a bug): run() raises it as StoreFailed
         if self._conn is not None:
             self._conn.close()  # reopened by the next try or the next call
             self._conn = None

@@ -10,7 +10,7 @@ from typing import Any
 
 from lousho.recover import schema
 from lousho.recover._codec import decode, encode, format_utc, parse_utc
-from lousho.recover.errors import CheckpointCorrupt
+from lousho.recover.errors import CRASHED_ERROR, CheckpointCorrupt
 from lousho.recover.records import Approval, Session, StepRecord, StoredRun
 
 RUN_COLUMNS = (
@@ -37,18 +37,40 @@ COPY_STEP = f"INSERT INTO checkpoints ({STEP_COLUMNS}, history_limit) VALUES (?,
 RESET_FAILURES = "UPDATE runs SET consecutive_failures = 0, updated_at = ? WHERE id = ? AND consecutive_failures <> 0"
 
 
-# The recover loop's claim rule (RunStore.list_due); parameters: now, orphan_before. A lease is free once it expired;
+# The recover loop's claim rule (RunStore.list_due). A lease is free once it expired;
 # a running run with no lease owner at all was started outside any lease, so only its age (updated_at) says its
 # process is gone.
+#
+# A run paused for a person whose approvals are all resolved is claimable too, once ``orphan_seconds`` passed since
+# the last decision (``resolve_approval`` touches the run's updated_at): the one who decided (``lousho runs approve``)
+# resumes it at once, and if that process died in between, nothing else ever would. The grace keeps the loop from
+# racing a resume that is on its way. Parameters: now, orphan_before, now, orphan_before.
 CLAIMABLE = (
-    "status IN ('interrupted', 'running') AND (lease_expiry IS NULL OR lease_expiry <= ?) "
-    "AND (status = 'interrupted' OR lease_owner IS NOT NULL OR updated_at <= ?)"
+    "((status IN ('interrupted', 'running') AND (lease_expiry IS NULL OR lease_expiry <= ?) "
+    "AND (status = 'interrupted' OR lease_owner IS NOT NULL OR updated_at <= ?)) "
+    "OR (status = 'awaiting_approval' AND (lease_expiry IS NULL OR lease_expiry <= ?) AND updated_at <= ? "
+    "AND NOT EXISTS (SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending')))"
 )
 DUE = "(next_attempt_at IS NULL OR next_attempt_at <= ?)"  # parameter: now
+
+
+def claimable(now: str, orphan_before: str) -> tuple[str, str, str, str]:
+    """CLAIMABLE's parameters."""
+    return now, orphan_before, now, orphan_before
 # A batch claim (RunStore.claim_due): the due runs, oldest first, then one write that takes the lease of those read.
-# Parameters: now, orphan_before, now, limit; then owner, lease_expiry, now, and the ids.
+# Parameters: CLAIMABLE's, now, limit; then CLAIM's (owner, lease_expiry, now, CRASHED) and the ids.
 CLAIM_DUE_SELECT = f"SELECT {RUN_COLUMNS} FROM runs WHERE {CLAIMABLE} AND {DUE} ORDER BY created_at, id LIMIT ?"
-CLAIM = "UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ? WHERE "
+# A claim also settles an attempt that never ended: a run still ``running`` when claimed had its process die (or
+# lose its lease) mid-attempt, so it is counted as a failure in a row (``errors.CRASHED_ERROR``, the parameter after
+# ``now``) and becomes ``interrupted``, in the same write: a run that kills every process that runs it reaches the
+# cap, and one the claimer hands back unstarted stays claimable (a ``running`` run without a lease owner is not).
+# Each right-hand side reads the row as it was before the UPDATE, on both databases.
+CLAIM = (
+    "UPDATE runs SET lease_owner = ?, lease_expiry = ?, lease_epoch = lease_epoch + 1, updated_at = ?, "
+    "consecutive_failures = consecutive_failures + CASE WHEN status = 'running' THEN 1 ELSE 0 END, "
+    "last_error = CASE WHEN status = 'running' THEN ? ELSE last_error END, status = 'interrupted' WHERE "
+)
+CRASHED = encode(CRASHED_ERROR, run_id="-")
 
 # The outage breaker's one row (RunStore.get_outage), and what closing it clears.
 OUTAGE_ROW = (
@@ -76,8 +98,11 @@ def claimed(row: tuple[Any, ...], owner: str, expiry: str, now: str, location: s
         run = run_record(row, location)
     except CheckpointCorrupt as e:
         return e
+    if run.status == "running":
+        run = dataclasses.replace(run, consecutive_failures=run.consecutive_failures + 1,
+                                  last_error=dict(CRASHED_ERROR))
     return dataclasses.replace(run, lease_owner=owner, lease_expiry=expiry, lease_epoch=run.lease_epoch + 1,
-                               updated_at=now)
+                               updated_at=now, status="interrupted")
 
 
 def run_record(row: tuple[Any, ...], location: str) -> StoredRun:

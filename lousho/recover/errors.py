@@ -22,6 +22,15 @@ UNCLASSIFIED_CODE = "LOUSHO_RUN_EXCEPTION"
 # KeyboardInterrupt, SystemExit: the process was stopped, the run was not at fault.
 INTERRUPTED_CODE = "LOUSHO_RUN_INTERRUPTED"
 STOPPED_CODE = "LOUSHO_RUN_STOPPED"
+# What a claim records on a run it finds ``running`` (an attempt began and never recorded an ending: its process
+# was killed, crashed or lost its lease). Counted as a failure in a row, so a run that kills every process that
+# runs it is quarantined at the cap instead of being retried for ever (DBOS counts dispatches for the same reason).
+CRASHED_CODE = "LOUSHO_RUN_CRASHED"
+CRASHED_ERROR = {
+    "message": "the previous attempt ended without recording an ending: its process was killed or crashed, or "
+               "lost its lease",
+    "code": CRASHED_CODE, "category": None, "retryable": True,
+}
 
 
 def _restore(cls: type[BaseException], message: str, state: dict[str, Any]) -> BaseException:
@@ -138,6 +147,28 @@ class StoreUnavailable(RecoverError):
             f"the run store {location} is unavailable: {reason}",
             hint=f"check that the database server of {location} is up and the URL's user, password and database "
                  "are right",
+        )
+
+
+class StoreFailed(RecoverError):
+    """The database refused a statement for a reason of its own: a corrupt SQLite file, a full disk, an I/O error,
+    a read-only Postgres (a standby, ``default_transaction_read_only``), missing privileges. What is not a lock
+    held too long (``StoreBusy``) nor a server out of reach (``StoreUnavailable``). Nothing of the refused
+    transaction was written. Retryable: the recover loop's backoff and quarantine bound it, and a run must not be
+    failed for good over its store's trouble."""
+
+    code = "LOUSHO_STORE_FAILED"
+    retryable = True
+
+    def __init__(self, location: str, reason: str, sqlstate: str | None = None) -> None:
+        self.location = location
+        self.reason = reason
+        self.sqlstate = sqlstate
+        said = f" (SQLSTATE {sqlstate})" if sqlstate else ""
+        super().__init__(
+            f"the run store {location} refused the operation{said}: {reason}; nothing of it was written",
+            hint=f"check {location}: free disk space, its permissions, that it is writable (not a read-only "
+                 "standby), and for a SQLite file `PRAGMA integrity_check`",
         )
 
 

@@ -178,8 +178,10 @@ class RunStore(Protocol):
     ) -> StoredRun | None:
         """Take the run's lease if it is claimable (``list_due``'s conditions; without ``due_only`` the
         ``next_attempt_at`` condition is dropped). One conditional write: lease_owner = ``owner``, lease_expiry =
-        now + lease_seconds, lease_epoch + 1, updated_at = now. Returns the run as claimed, else None (held by a
-        live lease, not due, not pending, unknown).
+        now + lease_seconds, lease_epoch + 1, updated_at = now, status = interrupted; a run found ``running`` (its
+        last attempt never recorded an ending: its process died) also gets one more failure in a row and
+        ``errors.CRASHED_ERROR`` as its last error. Returns the run as claimed, else None (held by a live lease, not
+        due, not pending, unknown).
 
         The epoch bump is the fencing token (STYLE §9): every earlier holder's writes are refused from this commit
         on. Of two racing claimers exactly one gets the record. Not idempotent: the winner's own second claim finds

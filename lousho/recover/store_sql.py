@@ -366,7 +366,7 @@ class SqlRunStore(ABC):
     def list_due(self, *, now: datetime, orphan_before: datetime, limit: int = 1000) -> list[str]:
         at = format_utc(now)
         found = self._read(f"SELECT id FROM runs WHERE {rows.CLAIMABLE} AND {rows.DUE} ORDER BY created_at, id "
-                           "LIMIT ?", (at, format_utc(orphan_before), at, limit))
+                           "LIMIT ?", (*rows.claimable(at, format_utc(orphan_before)), at, limit))
         return [row[0] for row in found]
 
     def claim_run(
@@ -375,8 +375,8 @@ class SqlRunStore(ABC):
     ) -> StoredRun | None:
         at = format_utc(now)
         where = f"id = ? AND {rows.CLAIMABLE}"
-        params = [owner, format_utc(now + timedelta(seconds=lease_seconds)), at, run_id, at,
-                  format_utc(orphan_before)]
+        params = [owner, format_utc(now + timedelta(seconds=lease_seconds)), at, rows.CRASHED, run_id,
+                  *rows.claimable(at, format_utc(orphan_before))]
         if due_only:
             where, params = f"{where} AND {rows.DUE}", [*params, at]
         # One conditional write: the WHERE is checked and the row changed with nothing in between (SQLite: the write
@@ -401,10 +401,10 @@ class SqlRunStore(ABC):
         select = f"{rows.CLAIM_DUE_SELECT}{self._for('UPDATE SKIP LOCKED')}"
 
         def claim(cur: Cursor) -> list[tuple[Any, ...]]:
-            found = cur.execute(select, (at, format_utc(orphan_before), at, limit)).fetchall()
+            found = cur.execute(select, (*rows.claimable(at, format_utc(orphan_before)), at, limit)).fetchall()
             if found:
                 cur.execute(f"{rows.CLAIM}id IN ({', '.join('?' * len(found))})",
-                            (owner, expiry, at, *[row[0] for row in found]))
+                            (owner, expiry, at, rows.CRASHED, *[row[0] for row in found]))
             return found
 
         return [rows.claimed(row, owner, expiry, at, self.location) for row in self._write("claim_due", claim)]
@@ -542,12 +542,16 @@ class SqlRunStore(ABC):
         def resolve(cur: Cursor) -> Approval:
             # Take-once: a second resolver waits for the first (write or row lock), re-checks status = 'pending'
             # against the committed row, and changes nothing.
+            now = utc_now()
             taken = cur.execute(
                 "UPDATE approvals SET status = ?, resolved_at = ? WHERE id = ? AND status = 'pending'",
-                ("approved" if approved else "denied", utc_now(), approval_id),
+                ("approved" if approved else "denied", now, approval_id),
             ).rowcount
             if not taken:
                 raise ApprovalNotFound(approval_id, self.location)
+            # The decision restarts the paused run's grace (rows.CLAIMABLE): its resumer goes first, the loop after.
+            cur.execute("UPDATE runs SET updated_at = ? WHERE id = (SELECT run_id FROM approvals WHERE id = ?) "
+                        "AND status = 'awaiting_approval'", (now, approval_id))
             return self._approval(cur, approval_id)
 
         return self._write("resolve_approval", resolve)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from lousho.recover import schema
 from lousho.recover._codec import utc_now
-from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreMissing, StoreNotRunStore
+from lousho.recover.errors import SchemaTooNew, StoreBusy, StoreFailed, StoreMissing, StoreNotRunStore
 from lousho.recover.store_protocol import DEFAULT_HISTORY_LIMIT
 from lousho.recover.store_sql import Cursor, SqlRunStore
 
@@ -95,13 +95,14 @@ class SqliteStore(SqlRunStore):
 
     @contextmanager
     def _translate(self) -> Iterator[None]:
-        """A lock held past the busy timeout is StoreBusy (retryable); other OperationalErrors stay as they are."""
+        """A lock held past the busy timeout is StoreBusy (retryable); any other error of the database (a corrupt
+        file, a full disk, a read-only file) is StoreFailed, a coded error rather than a traceback."""
         try:
             yield
-        except sqlite3.OperationalError as e:
+        except sqlite3.DatabaseError as e:
             if getattr(e, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise StoreBusy(self.location, self._busy_timeout_s) from e
-            raise
+            raise StoreFailed(self.location, str(e) or type(e).__name__) from e
 
     def _write(self, point: str, body: Callable[[Cursor], T]) -> T:
         conn = self._conn

@@ -13,6 +13,7 @@ from lousho.models.client import ChatClient
 from lousho.models.errors import ProviderError
 from lousho.models.faults import Fault
 from lousho.recover import store as run_store
+from lousho.recover.loop import RecoverSettings, RecoveryLoop
 
 
 def _session(tmp_path, model) -> Session:
@@ -59,3 +60,42 @@ def test_a_pending_turn_must_be_resumed_or_discarded_before_the_next(tmp_path, m
     assert session.pending() is None and session.transcript() == before
     assert session.agent.store.get_run("chat-1.turn-4").status == "stopped"
     assert session.send("note: five").run_id == "chat-1.turn-5"
+
+
+@pytest.mark.system
+def test_a_turn_the_recover_loop_finished_is_committed_to_the_transcript_and_the_session_goes_on(tmp_path, model):
+    """A turn interrupted (here by a 503) is finished by a recover loop, which knows nothing of sessions: the
+    session takes the finished turn's messages instead of blocking for ever or losing them."""
+    session = _session(tmp_path, model)
+    session.send("note: one")
+    model.inject(Fault.status(503))
+    with pytest.raises(ProviderError):
+        session.send("note: two")
+    store = session.agent.store
+    report = RecoveryLoop(store, session.agent.resume, RecoverSettings(interval=0.01)).tick()
+    assert report.attempted == ["chat-1.turn-2"]
+    assert store.get_run("chat-1.turn-2").status == "finished"
+
+    third = session.send("add 2 2")
+    assert third.run_id == "chat-1.turn-3"
+    contents = [m.get("content") for m in session.transcript()]
+    assert contents.count("saved 1 notes") == 2  # turns 1 and 2, each once
+    assert "note: two" in contents and "add 2 2" in contents
+    assert session.pending() is None
+    session.agent.model.close()
+    store.close()
+
+
+@pytest.mark.system
+def test_resuming_a_turn_the_recover_loop_finished_returns_its_result(tmp_path, model):
+    session = _session(tmp_path, model)
+    model.inject(Fault.status(503))
+    with pytest.raises(ProviderError):
+        session.send("note: two")
+    RecoveryLoop(session.agent.store, session.agent.resume, RecoverSettings(interval=0.01)).tick()
+    result = session.resume()
+    assert (result.run_id, result.output, result.finish_reason) == ("chat-1.turn-1", "saved 1 notes", "stop")
+    assert session.pending() is None
+    assert [m.get("content") for m in session.transcript()][-1] == "saved 1 notes"
+    session.agent.model.close()
+    session.agent.store.close()

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from lousho.improve import audit, faults, injection, journal
-from lousho.improve.errors import LinkRefused, RevisionMissing, StaleHarness, WriteRefused
+from lousho.improve.errors import LinkRefused, RevisionMissing, StaleHarness, WriteFailed, WriteRefused
 from lousho.improve.harness import Harness, linked_part, read_harness
 from lousho.improve.locks import exclusive
 from lousho.improve.revisions import load_revision, save_revision, saved_revisions
 from lousho.improve.state import Paths
 
 __all__ = ["LinkRefused", "RevisionMissing", "StaleHarness", "WriteRefused", "Written", "load_revision",
-           "save_revision", "saved_revisions", "write"]
+           "save_revision", "saved_revisions", "write", "WriteFailed"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,8 @@ def _write(paths: Paths, target: Harness, *, expected: str, action: str, check_i
         journal.write_files(paths.agent_dir, {rel: target.files.get(rel) for rel in changed})
     except Exception as e:  # a full disk, a permission: put back what was replaced, and say so in the log
         journal.recover_locked(paths, reason=f"the write failed: {type(e).__name__}: {e}")
+        if isinstance(e, OSError):  # the user's to fix, not a bug: a coded error, not a traceback
+            raise WriteFailed(f"the harness could not be written, nothing changed: {type(e).__name__}: {e}") from e
         raise
     faults.point("written")
     after = read_harness(paths.agent_dir)

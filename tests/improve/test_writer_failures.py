@@ -1,0 +1,51 @@
+"""A write the file system refuses (a plain file where a skill folder must go, a full disk) is undone and
+reported as LOUSHO_IMPROVE_WRITE_FAILED with a hint, never a traceback; the harness stays as it was and the
+audit log says what happened."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from lousho.improve import audit
+from lousho.improve.harness import read_harness
+from lousho.improve.state import Paths
+from lousho.improve.writer import write
+
+SKILL = "---\ndescription: Note rules.\n---\nOne note per item.\n"
+
+
+def lousho(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-P", "-m", "lousho", *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent)
+
+
+def files(agent: Path) -> dict[str, bytes]:
+    return {p.relative_to(agent).as_posix(): p.read_bytes() for p in sorted(agent.rglob("*"))
+            if p.is_file() and ".lousho" not in p.parts}
+
+
+def test_a_rollback_the_file_system_refuses_is_a_coded_error_and_changes_nothing(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    (agent / "skills" / "notes").mkdir(parents=True)
+    (agent / "instructions.md").write_text("You keep the ledger.\n", encoding="utf-8")
+    (agent / "skills" / "notes" / "SKILL.md").write_text(SKILL, encoding="utf-8")
+    paths = Paths(agent)
+    with_skill = read_harness(agent)
+    without = type(with_skill)({"instructions.md": with_skill.instructions})
+    write(paths, without, expected=with_skill.revision, action="apply", by="test")  # saves both revisions
+    # Someone puts a plain file where the skill folder was: the harness is unchanged (plain files under
+    # skills/ are not skills), but restoring skills/notes/SKILL.md cannot make its folder.
+    (agent / "skills" / "notes").write_text("scratch\n", encoding="utf-8")
+    before = files(agent)
+
+    done = lousho("improve", "rollback", str(agent), "--to", with_skill.revision)
+
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "error LOUSHO_IMPROVE_WRITE_FAILED" in done.stderr and "hint:" in done.stderr
+    assert files(agent) == before
+    assert read_harness(agent).revision == without.revision
+    assert audit.verify(paths).ok
+    assert [e["action"] for e in audit.entries(paths)][-2:] == ["apply-begin", "apply-undone"]

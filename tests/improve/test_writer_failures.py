@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lousho.improve import audit
 from lousho.improve.harness import read_harness
 from lousho.improve.state import Paths
@@ -49,3 +51,20 @@ def test_a_rollback_the_file_system_refuses_is_a_coded_error_and_changes_nothing
     assert read_harness(agent).revision == without.revision
     assert audit.verify(paths).ok
     assert [e["action"] for e in audit.entries(paths)][-2:] == ["apply-begin", "apply-undone"]
+
+
+@pytest.mark.parametrize("revision", ["a" * 300, "../../agent", "tools.py/x", "0123456789ABCDEF"])
+def test_a_rollback_to_a_name_that_is_no_revision_is_a_coded_error(tmp_path: Path, revision: str) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "instructions.md").write_text("You keep the ledger.\n", encoding="utf-8")
+    (agent / "tools.py").write_text("x = 1\n", encoding="utf-8")
+    Paths(agent).revisions.mkdir(parents=True)
+    before = files(agent)
+
+    done = lousho("improve", "rollback", str(agent), "--to", revision)
+
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "error LOUSHO_IMPROVE_REVISION_MISSING" in done.stderr and "hint:" in done.stderr
+    assert files(agent) == before

@@ -56,6 +56,12 @@ def _write(paths: Paths, target: Harness, *, expected: str, action: str, check_i
         audit.append(paths, "write-refused", reason="link", links=links, target=target.revision, **fields)
         raise LinkRefused("the edit would write through a symbolic link, maybe out of the agent directory: "
                           + ", ".join(f"{path} (via {via})" for path, via in links.items()))
+    locked = [path for path in changed if path in current.read_only] if action == "apply" else []
+    if locked:  # a skill folder that gained scripts since the edit was made (the revision hashes SKILL.md only)
+        audit.append(paths, "write-refused", reason="read-only", files=locked, target=target.revision, **fields)
+        raise WriteRefused(f"read-only: {', '.join(locked)} (its skill folder holds other files this SKILL.md "
+                           "describes); edit it by hand", hint="a skill folder with other files is read-only; the "
+                           "edit was not written")
     if check_injection:
         added = "\n".join(injection.added_text(current.files.get(p, ""), target.files.get(p, "")) for p in changed)
         findings = injection.injection_findings(added)

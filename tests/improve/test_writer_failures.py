@@ -14,6 +14,7 @@ from lousho.improve import audit
 from lousho.improve.harness import read_harness
 from lousho.improve.state import Paths
 from lousho.improve.writer import write
+from lousho.kernel.errors import LoushoError
 
 SKILL = "---\ndescription: Note rules.\n---\nOne note per item.\n"
 
@@ -68,3 +69,26 @@ def test_a_rollback_to_a_name_that_is_no_revision_is_a_coded_error(tmp_path: Pat
     assert "Traceback" not in done.stderr
     assert "error LOUSHO_IMPROVE_REVISION_MISSING" in done.stderr and "hint:" in done.stderr
     assert files(agent) == before
+
+
+def test_an_approved_edit_to_a_skill_that_became_read_only_is_refused(tmp_path: Path) -> None:
+    # A proposal queued while skills/notes held only its SKILL.md; then a person added a script the SKILL.md
+    # describes. The harness's revision is the same (it hashes SKILL.md files only), so the stale check passes,
+    # but the skill is read-only now: the writer must not change it.
+    agent = tmp_path / "agent"
+    (agent / "skills" / "notes").mkdir(parents=True)
+    (agent / "instructions.md").write_text("You keep the ledger.\n", encoding="utf-8")
+    (agent / "skills" / "notes" / "SKILL.md").write_text(SKILL, encoding="utf-8")
+    paths = Paths(agent)
+    base = read_harness(agent)
+    edited = base.with_file("skills/notes/SKILL.md", SKILL + "Number the notes.\n")
+    (agent / "skills" / "notes" / "count.py").write_text("print(1)\n", encoding="utf-8")
+    assert read_harness(agent).revision == base.revision
+    before = files(agent)
+
+    with pytest.raises(LoushoError) as raised:
+        write(paths, edited, expected=base.revision, action="apply", by="person")
+
+    assert raised.value.code == "LOUSHO_IMPROVE_WRITE_REFUSED" and "read-only" in raised.value.message
+    assert files(agent) == before
+    assert audit.entries(paths)[-1]["reason"] == "read-only" and audit.verify(paths).ok

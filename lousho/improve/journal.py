@@ -237,11 +237,11 @@ def _strays(paths: Paths) -> list[Path]:
     if skills.is_dir() and not skills.is_symlink():
         folders += [d for d in skills.iterdir() if d.is_dir() and not d.is_symlink()]
     for folder in folders:
-        found += [p for p in folder.iterdir() if _HARNESS_TMP.match(p.name) and not p.is_symlink()]
+        found += [p for p in folder.iterdir() if _HARNESS_TMP.match(p.name) and not p.is_symlink() and p.is_file()]
     if paths.root.is_dir():
         for p in paths.root.iterdir():
             match = _LOOP_TMP.match(p.name)
-            if match and not _alive(int(match.group(1))):
+            if match and not _alive(int(match.group(1))) and p.is_file() and not p.is_symlink():
                 found.append(p)
     return sorted(found)
 

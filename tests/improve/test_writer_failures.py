@@ -92,3 +92,19 @@ def test_an_approved_edit_to_a_skill_that_became_read_only_is_refused(tmp_path: 
     assert raised.value.code == "LOUSHO_IMPROVE_WRITE_REFUSED" and "read-only" in raised.value.message
     assert files(agent) == before
     assert audit.entries(paths)[-1]["reason"] == "read-only" and audit.verify(paths).ok
+
+
+def test_a_folder_named_like_a_staged_file_is_left_alone_not_a_traceback(tmp_path: Path) -> None:
+    # Recovery removes staged files (.<name>.lousho-<pid>.tmp) a killed write left; a folder of that name is
+    # not one of them (the writer stages files only) and must not make every improve command fail.
+    agent = tmp_path / "agent"
+    (agent / ".instructions.md.lousho-99999.tmp").mkdir(parents=True)
+    (agent / ".instructions.md.lousho-99999.tmp" / "keep.txt").write_text("mine\n", encoding="utf-8")
+    (agent / "instructions.md").write_text("You keep the ledger.\n", encoding="utf-8")
+    before = files(agent)
+
+    done = lousho("improve", "status", str(agent))
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert files(agent) == before

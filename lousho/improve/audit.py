@@ -73,7 +73,8 @@ def append(paths: Paths, action: str, **fields: Any) -> dict[str, Any]:
 
     Serialised across threads and processes by ``flock`` on ``.lousho/audit.lock``. The chain is built on
     the log's actual last line, never on the head: if the log was tampered with, the event is still
-    recorded (never lose an event) and ``verify`` keeps reporting the earlier break. Order: the head is
+    recorded (never lose an event) and ``verify`` keeps reporting the earlier break: the head is only moved on
+from a log it vouches for, so a truncated tail, an edited last line or a deleted head stays reported. Order: the head is
     rewritten with the coming line's hash as ``pending``, the line is written and fsynced, then the head is
     replaced atomically. A crash between the last two leaves one line more than the head counts, whose hash
     the head names as pending: ``verify`` accepts that one line as an append cut short, and the next append
@@ -88,17 +89,35 @@ def append(paths: Paths, action: str, **fields: Any) -> dict[str, Any]:
     paths.ensure()
     with _THREAD_LOCK, open(paths.root / "audit.lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        count, last, needs_newline = _tail(paths.audit)
+        lines, terminated = _lines(paths.audit)
+        count, last, needs_newline = len(lines), (lines[-1] if lines else b""), not terminated
         entry.update(seq=count + 1, at=iso(now_utc()), prev=line_hash(last) if count else GENESIS)
         line = _encode(entry)
         head = _read_head(paths.audit_head)
-        if isinstance(head, tuple) and head[0] == count and not needs_newline:
-            write_json(paths.audit_head, {"count": count, "hash": head[1],
+        # The head moves on only from a tail it vouches for: after a truncated tail, an edited last line or a
+        # deleted head, moving it would make the tampered log verify again at the next (routine) append.
+        vouched = not needs_newline and _vouches(head, paths.audit_head, lines)
+        if vouched:  # a first line too: a crash before its head is told apart from a deleted head
+            write_json(paths.audit_head, {"count": count, "hash": head[1] if isinstance(head, tuple) else GENESIS,
                                           "pending": {"count": count + 1, "hash": line_hash(line)}})
         _write_line((b"\n" if needs_newline else b"") + line + b"\n", paths.audit)
         faults.point(f"audit:{entry['action']}:written")
-        write_json(paths.audit_head, {"count": count + 1, "hash": line_hash(line)})
+        if vouched:
+            write_json(paths.audit_head, {"count": count + 1, "hash": line_hash(line)})
     return entry
+
+
+def _vouches(head: tuple[int, str] | str | None, head_path: Path, lines: list[bytes]) -> bool:
+    """Does the head account for the log as it is: no log and no head, the head naming the last line, or an
+    append cut short between its line and the head (the head's ``pending`` naming the last line)?"""
+    n = len(lines)
+    if head is None or isinstance(head, str):
+        return head is None and n == 0
+    count, digest = head
+    if count == n:
+        return n == 0 or line_hash(lines[-1]) == digest
+    return (count == n - 1 and _pending(head_path) == (n, line_hash(lines[-1]))
+            and (count == 0 or line_hash(lines[count - 1]) == digest))
 
 
 def entries(paths: Paths) -> list[dict[str, Any]]:
@@ -167,6 +186,8 @@ def _check_head(paths: Paths, lines: list[bytes]) -> AuditVerdict:
     if isinstance(head, str):
         return _broken(n, max(n, 1), f"the head file {paths.audit_head.name} is not valid: {head}")
     count, digest = head
+    if count == n == 0:  # the first append was cut short before its line: nothing was logged
+        return AuditVerdict(True, 0, None, "empty log")
     if count == n - 1 and _pending(paths.audit_head) == (n, line_hash(lines[-1])) and (
             count == 0 or line_hash(lines[count - 1]) == digest):
         return AuditVerdict(True, n, None, f"{n} lines, chain and head match (the head's update for line {n} was "
@@ -225,13 +246,6 @@ def _lines(path: Path) -> tuple[list[bytes], bool]:
         return [], True
     terminated = data.endswith(b"\n")
     return (data[:-1] if terminated else data).split(b"\n"), terminated
-
-
-def _tail(path: Path) -> tuple[int, bytes, bool]:
-    """(line count, last line, whether a newline must precede the next line). A cut-off last line
-    counts as a line: the next one chains to its bytes, and verify reports it."""
-    lines, terminated = _lines(path)
-    return len(lines), (lines[-1] if lines else b""), not terminated
 
 
 def _write_line(data: bytes, path: Path) -> None:

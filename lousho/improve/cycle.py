@@ -52,6 +52,7 @@ def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:
     paths = setup.paths
     paths.ensure()
     journal.recover(paths)  # an apply a crash cut short is undone before the cycle reads the harness
+    resume_recording(setup)  # and a committed write whose record it cut short is recorded
     now = setup.clock()
     config = load_config(paths)
     state = load_state(paths)
@@ -203,24 +204,14 @@ def promote(setup: LoopSetup, proposal_id: str) -> CycleResult:
 def _write_and_guard(setup: LoopSetup, base: Harness, target: Harness, data: dict[str, Any], by: str) -> CycleResult:
     paths = setup.paths
     proposal_id = data["id"]
-    try:
-        written = writer.write(paths, target, expected=base.revision, action="apply", proposal=proposal_id, by=by)
-    except (writer.StaleHarness, writer.WriteRefused) as e:
-        proposals.set_status(paths, proposal_id, "stale" if isinstance(e, writer.StaleHarness) else "refused")
-        return CycleResult("refused", e.message, proposal_id=proposal_id)
-    proposals.set_status(paths, proposal_id, "applied")
-
-    def count(s: LoopState) -> None:
-        s.roll_day(setup.clock())
-        s.applies_today += 1
-
-    update(paths, count)
-    fixed = [Case(id=c["id"], input=c["input"]) for c in data["training"] if c["id"] in data["helped"]]
-    corpus.add(paths, fixed, "fixed", target.revision)
-    applied_at = iso(setup.clock())
-    design = _hold_back(setup, base, target, proposal_id)
-    _watch(paths, WatchedEdit("monitoring", written.before, written.after, proposal_id, tuple(data["cited"]),
-                              tuple(data["helped"]), applied_at=applied_at, **design))
+    with exclusive(paths, RECORD):  # the write and its record, as one for resume_recording
+        try:
+            written = writer.write(paths, target, expected=base.revision, action="apply", proposal=proposal_id,
+                                   by=by)
+        except (writer.StaleHarness, writer.WriteRefused) as e:
+            proposals.set_status(paths, proposal_id, "stale" if isinstance(e, writer.StaleHarness) else "refused")
+            return CycleResult("refused", e.message, proposal_id=proposal_id)
+        _record_apply(setup, base, target, data)
     guard, tokens = run_guard(setup)
     if not guard.passed:
         rolled = rollback(setup, reason=f"corpus guard: {guard.reason}")
@@ -230,6 +221,88 @@ def _write_and_guard(setup: LoopSetup, base: Harness, target: Harness, data: dic
     return CycleResult("applied", f"applied {written.after} ({by}); the corpus guard passed; the monitor watches "
                                   "it on live runs", proposal_id=proposal_id, revision=written.after,
                        checks=(guard,), tokens=tokens)
+
+
+def _record_apply(setup: LoopSetup, base: Harness, target: Harness, data: dict[str, Any] | None) -> None:
+    """What follows from a written apply: the proposal applied, the day's count, its fixed cases in the corpus,
+    the holdback and the watch."""
+    paths = setup.paths
+    proposal_id = data["id"] if data else None
+    if data is not None and data["status"] in ("pending", "traffic"):
+        proposals.set_status(paths, data["id"], "applied")
+
+    def count(s: LoopState) -> None:
+        s.roll_day(setup.clock())
+        s.applies_today += 1
+
+    update(paths, count)
+    if data is not None:
+        fixed = [Case(id=c["id"], input=c["input"]) for c in data["training"] if c["id"] in data["helped"]]
+        corpus.add(paths, fixed, "fixed", target.revision)
+    applied_at = iso(setup.clock())
+    design = _hold_back(setup, base, target, proposal_id)
+    _watch(paths, WatchedEdit("monitoring", base.revision, target.revision, proposal_id,
+                              tuple(data["cited"]) if data else (), tuple(data["helped"]) if data else (),
+                              applied_at=applied_at, **design))
+
+
+# Held from a write through its record (the watch, the cooldown); resume_recording takes it to tell a record
+# cut short by a crash from one another process is making right now.
+RECORD = "record"
+
+
+def resume_recording(setup: LoopSetup) -> str | None:
+    """Finish the record of a write a crash cut short after its commit line (``apply``/``rollback``) but before
+    the loop recorded what follows: an applied edit nobody watches gets its watch (guard, monitor, holdback), a
+    rollback without its ``cooldown`` line gets its cooldown. Run before a tick or a cycle reads the state; what
+    it did, or None."""
+    paths = setup.paths
+    with exclusive(paths, RECORD):
+        last = _last_write(paths)
+        try:
+            current = read_harness(setup.agent_dir).revision if last is not None else None
+        except LoushoError:  # no harness to read: the cycle or the tick reports that on its own
+            return None
+        if last is None or current != last.get("after"):
+            return None  # nothing written yet, or the harness moved on since (supersede handles a person's edit)
+        watched = load_state(paths).watched
+        if last["action"] == "apply":
+            if watched is not None and watched.after == last["after"] and watched.status != "traffic":
+                return None
+            data = _proposal_or_none(paths, last.get("proposal"))
+            _record_apply(setup, writer.load_revision(paths, str(last["before"])),
+                          writer.load_revision(paths, str(last["after"])), data)
+            why = f"the apply of {last['after']} (audit line {last['seq']}) was cut short before it was watched"
+            audit.append(paths, "apply-resumed", write=last["seq"], revision=last["after"], reason=why)
+            return why
+        if last.get("cooled"):
+            return None
+        why = f"the rollback to {last['after']} (audit line {last['seq']}) was cut short before its cooldown"
+        _record_rollback(setup, undoing_watched=watched is not None and watched.under_watch
+                         and watched.after == last.get("before"), reason=why, write=last["seq"])
+        return why
+
+
+def _last_write(paths: Paths) -> dict[str, Any] | None:
+    """The last ``apply`` or ``rollback`` line; a rollback's gets ``cooled`` when a ``cooldown`` line follows it."""
+    last: dict[str, Any] | None = None
+    for _, entry in audit.numbered_entries(paths):
+        if entry is None:
+            continue
+        if entry.get("action") in ("apply", "rollback"):
+            last = dict(entry)
+        elif entry.get("action") == "cooldown" and last is not None:
+            last["cooled"] = True
+    return last
+
+
+def _proposal_or_none(paths: Paths, proposal_id: object) -> dict[str, Any] | None:
+    if not isinstance(proposal_id, str):
+        return None
+    try:
+        return proposals.load(paths, proposal_id)
+    except LoushoError:
+        return None
 
 
 def run_guard(setup: LoopSetup) -> tuple[CheckDecision, int]:
@@ -272,8 +345,20 @@ def rollback(setup: LoopSetup, *, to: str | None = None, reason: str) -> CycleRe
     # An automatic rollback undoes the watched edit only: if a person changed the harness since, it is stale.
     expected = watched.after if to is None and watched is not None else current.revision
     # The watched edit's base was the live harness before; any other saved revision is checked again.
-    written = writer.write(paths, target, expected=expected, action="rollback", reason=reason,
-                           check_injection=to is not None)
+    with exclusive(paths, RECORD):  # the write and its record, as one for resume_recording
+        written = writer.write(paths, target, expected=expected, action="rollback", reason=reason,
+                               check_injection=to is not None)
+        state = _record_rollback(setup, undoing_watched=undoing_watched, reason=reason)
+    if state.watched and undoing_watched:
+        learn.after_edit(setup, config, state.watched, f"rolled back: {reason}")
+    return CycleResult("rolled-back", reason, revision=written.after)
+
+
+def _record_rollback(setup: LoopSetup, *, undoing_watched: bool, reason: str, **fields: Any) -> LoopState:
+    """What follows from a written rollback: the cooldown, the watched edit rolled back with hurt votes for its
+    lessons, the holdback ended; the ``cooldown`` line closes it."""
+    paths = setup.paths
+    config = load_config(paths)
     now = setup.clock()
 
     def record(s: LoopState) -> None:
@@ -287,10 +372,8 @@ def rollback(setup: LoopSetup, *, to: str | None = None, reason: str) -> CycleRe
     if state.watched and undoing_watched:
         for lesson in lessons.vote(paths, list(state.watched.cited), helped=False, at=now):
             audit.append(paths, "lesson-retired", lesson=lesson.id)
-    audit.append(paths, "cooldown", until=state.cooldown_until)
-    if state.watched and undoing_watched:
-        learn.after_edit(setup, config, state.watched, f"rolled back: {reason}")
-    return CycleResult("rolled-back", reason, revision=written.after)
+    audit.append(paths, "cooldown", until=state.cooldown_until, **fields)
+    return state
 
 
 def keep(setup: LoopSetup, outcome: Literal["kept", "kept-unverified"], reason: str) -> None:
@@ -390,10 +473,11 @@ def force_apply(setup: LoopSetup, target: Harness, *, reason: str) -> CycleResul
     through the writer like any apply and is watched like one: the guard and the monitor can undo it."""
     paths = setup.paths
     current = read_harness(setup.agent_dir)
-    written = writer.write(paths, target, expected=current.revision, action="apply", by="force", reason=reason)
-    applied_at = iso(setup.clock())
-    design = _hold_back(setup, current, target, None)
-    _watch(paths, WatchedEdit("monitoring", written.before, written.after, applied_at=applied_at, **design))
+    with exclusive(paths, RECORD):
+        written = writer.write(paths, target, expected=current.revision, action="apply", by="force", reason=reason)
+        applied_at = iso(setup.clock())
+        design = _hold_back(setup, current, target, None)
+        _watch(paths, WatchedEdit("monitoring", written.before, written.after, applied_at=applied_at, **design))
     return CycleResult("applied", f"forced {written.after}: {reason}", revision=written.after)
 
 

@@ -66,3 +66,10 @@ class LinkRefused(LoushoError):
 class RevisionMissing(LoushoError):
     code = "LOUSHO_IMPROVE_REVISION_MISSING"
     hint = "`lousho improve status DIR` lists the saved revisions"
+
+
+class WriteFailed(LoushoError):
+    code = "LOUSHO_IMPROVE_WRITE_FAILED"
+    hint = ("the file system refused a harness file (a full disk, a permission, a plain file where a skill folder "
+            "goes); what was written is undone: fix the cause, then run the command again (`lousho improve audit "
+            "DIR` shows the undone write)")

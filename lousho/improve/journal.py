@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,8 @@ def _texts(paths: Paths, revision: str, files: dict[str, dict[str, str | None]],
 
 
 def write_files(root: Path, changes: dict[str, str | None], *, prefix: str = "") -> None:
-    """Make each path hold its text (None: absent) by staging it beside its target and renaming it in.
+    """Make each path hold its text (None: absent) by staging it beside its target and renaming it in; a
+    replaced file keeps its permission bits.
 
     Staged files are fsynced before the first rename; a skill folder emptied by a removal is removed too.
     A failure part-way leaves a mix the journal undoes: callers hold the write lock and have begun the write.
@@ -184,7 +186,10 @@ def write_files(root: Path, changes: dict[str, str | None], *, prefix: str = "")
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.lousho-{os.getpid()}.tmp")
+        mode = _mode(dest)
         with tmp.open("w", encoding="utf-8", newline="") as f:
+            if mode is not None:  # the replaced file's permission bits, set before its text is in the file
+                os.fchmod(f.fileno(), mode)
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -201,6 +206,14 @@ def write_files(root: Path, changes: dict[str, str | None], *, prefix: str = "")
         faults.point(f"{prefix}replaced:{i}")
     for parent in {dest.parent for dest, _ in staged}:
         _sync_dir(parent)
+
+
+def _mode(path: Path) -> int | None:
+    """The permission bits of the file ``path`` replaces (a 0600 instructions.md stays 0600), None when new."""
+    try:
+        return stat.S_IMODE(path.lstat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def _read(path: Path) -> str | None:
@@ -224,11 +237,11 @@ def _strays(paths: Paths) -> list[Path]:
     if skills.is_dir() and not skills.is_symlink():
         folders += [d for d in skills.iterdir() if d.is_dir() and not d.is_symlink()]
     for folder in folders:
-        found += [p for p in folder.iterdir() if _HARNESS_TMP.match(p.name) and not p.is_symlink()]
+        found += [p for p in folder.iterdir() if _HARNESS_TMP.match(p.name) and not p.is_symlink() and p.is_file()]
     if paths.root.is_dir():
         for p in paths.root.iterdir():
             match = _LOOP_TMP.match(p.name)
-            if match and not _alive(int(match.group(1))):
+            if match and not _alive(int(match.group(1))) and p.is_file() and not p.is_symlink():
                 found.append(p)
     return sorted(found)
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from lousho.improve.errors import RevisionMissing
 from lousho.improve.harness import Harness
 from lousho.improve.state import Paths, iso, now_utc
+
+_REVISION = re.compile(r"[0-9a-f]{16}")
 
 
 def save_revision(paths: Paths, harness: Harness) -> Path:
@@ -32,6 +35,8 @@ def save_revision(paths: Paths, harness: Harness) -> Path:
 
 def load_revision(paths: Paths, revision: str) -> Harness:
     """A saved revision; RevisionMissing when it is not saved, or its files no longer hash to its name."""
+    if not _REVISION.fullmatch(str(revision)):  # a typed --to: never a path, never an OS error on a long name
+        raise RevisionMissing(f"{str(revision)[:40]!r} is not a revision: a revision is 16 lowercase hex digits")
     folder = paths.revisions / revision
     try:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))

@@ -26,6 +26,7 @@ from lousho.improve.cycle import (
     end_orphan_holdback,
     fall_back,
     finish_traffic,
+    resume_recording,
     rollback,
     run_cycle,
     run_guard,
@@ -60,6 +61,7 @@ def tick(setup: LoopSetup, owner: str, *, traffic_outcomes: TrafficOutcomes | No
     if not held:
         return Tick("leased-elsewhere", f"the watcher {lease.owner if lease else '?'} holds the lease")
     journal.recover(paths)  # an apply a crash cut short (this watcher's own, before a restart) is undone first
+    resume_recording(setup)  # a committed write whose watch or cooldown a crash cut short is recorded
     end_orphan_holdback(setup)
     stop = kill_switch(paths, setup.environ)
     if stop:

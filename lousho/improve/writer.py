@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from lousho.improve import audit, faults, injection, journal
-from lousho.improve.errors import LinkRefused, RevisionMissing, StaleHarness, WriteRefused
+from lousho.improve.errors import LinkRefused, RevisionMissing, StaleHarness, WriteFailed, WriteRefused
 from lousho.improve.harness import Harness, linked_part, read_harness
 from lousho.improve.locks import exclusive
 from lousho.improve.revisions import load_revision, save_revision, saved_revisions
 from lousho.improve.state import Paths
 
 __all__ = ["LinkRefused", "RevisionMissing", "StaleHarness", "WriteRefused", "Written", "load_revision",
-           "save_revision", "saved_revisions", "write"]
+           "save_revision", "saved_revisions", "write", "WriteFailed"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,12 @@ def _write(paths: Paths, target: Harness, *, expected: str, action: str, check_i
         audit.append(paths, "write-refused", reason="link", links=links, target=target.revision, **fields)
         raise LinkRefused("the edit would write through a symbolic link, maybe out of the agent directory: "
                           + ", ".join(f"{path} (via {via})" for path, via in links.items()))
+    locked = [path for path in changed if path in current.read_only] if action == "apply" else []
+    if locked:  # a skill folder that gained scripts since the edit was made (the revision hashes SKILL.md only)
+        audit.append(paths, "write-refused", reason="read-only", files=locked, target=target.revision, **fields)
+        raise WriteRefused(f"read-only: {', '.join(locked)} (its skill folder holds other files this SKILL.md "
+                           "describes); edit it by hand", hint="a skill folder with other files is read-only; the "
+                           "edit was not written")
     if check_injection:
         added = "\n".join(injection.added_text(current.files.get(p, ""), target.files.get(p, "")) for p in changed)
         findings = injection.injection_findings(added)
@@ -72,6 +78,8 @@ def _write(paths: Paths, target: Harness, *, expected: str, action: str, check_i
         journal.write_files(paths.agent_dir, {rel: target.files.get(rel) for rel in changed})
     except Exception as e:  # a full disk, a permission: put back what was replaced, and say so in the log
         journal.recover_locked(paths, reason=f"the write failed: {type(e).__name__}: {e}")
+        if isinstance(e, OSError):  # the user's to fix, not a bug: a coded error, not a traceback
+            raise WriteFailed(f"the harness could not be written, nothing changed: {type(e).__name__}: {e}") from e
         raise
     faults.point("written")
     after = read_harness(paths.agent_dir)

@@ -19,7 +19,8 @@ INSTRUCTIONS = "instructions.md"
 SKILL_FILE = "SKILL.md"
 # What makes a harness loadable, one definition for the agent's loader (lousho.agent.directory) and the hash:
 # a directory the agent could not load has no revision.
-SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# \Z, not $: `$` also matches before a final newline, so "notes\n" passed as a skill name.
+SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 MAX_INSTRUCTIONS_CHARS = 8_000
 
 

@@ -175,17 +175,33 @@ def test_a_cut_off_last_line_is_reported(log: Paths) -> None:
 
 
 def test_append_after_tampering_keeps_the_event_and_chains_to_the_actual_last_line(log: Paths) -> None:
+    head = log.audit_head.read_text()
     _truncate_tail(log)
     entry = append(log, "rollback", revision="r1")
     lines = read_lines(log)
     assert entry["seq"] == 7 and entry["prev"] == sha(lines[5])
     assert json.loads(lines[-1]) == entry
-    assert json.loads(log.audit_head.read_text()) == {"count": 7, "hash": sha(lines[-1])}
-    # The chain and head agree again, but an edit in the middle is still reported after more appends.
+    # The head is left as it was: the truncation stays reported after the append.
+    assert log.audit_head.read_text() == head
+    assert not verify(log).ok
+    # An edit in the middle is still reported after more appends.
     _edit_middle(log)
     append(log, "cycle_end")
     verdict = verify(log)
     assert (verdict.ok, verdict.first_bad) == (False, 4)
+
+
+@pytest.mark.parametrize("tamper", [_truncate_tail, _edit_last, _delete_head, _remove_middle],
+                         ids=lambda value: value.__name__)
+def test_routine_appends_after_tampering_never_make_the_log_verify_again(log: Paths,
+                                                                         tamper: Callable[[Paths], None]) -> None:
+    # The loop appends on every tick and cycle: the first of them must not wash a tampered tail or head clean.
+    tamper(log)
+    assert not verify(log).ok
+    for i in range(3):
+        append(log, "cycle-refused", reason=f"tick {i}")
+        assert not verify(log).ok, f"the tampering ({tamper.__name__}) verified after {i + 1} appends"
+    assert [e["action"] for e in entries(log)][-3:] == ["cycle-refused"] * 3
 
 
 def test_append_after_a_cut_off_line_starts_a_new_line(log: Paths) -> None:
@@ -294,3 +310,21 @@ def test_cli_listing_a_corrupt_log_fails_with_the_error_code(log: Paths) -> None
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "error LOUSHO_IMPROVE_AUDIT_CORRUPT: " in done.stderr and "line 5" in done.stderr
+
+
+def test_a_first_append_cut_short_before_or_after_its_line_verifies_and_the_next_completes_it(tmp_path: Path) -> None:
+    paths = Paths(tmp_path)
+    append(paths, "cycle-start")
+    # Cut short after the head named the coming line, before the line: an empty log.
+    paths.audit.write_bytes(b"")
+    paths.audit_head.write_text(json.dumps({"count": 0, "hash": GENESIS, "pending": {"count": 1, "hash": "x"}}))
+    assert verify(paths).ok
+    # Cut short after the line, before the head: one line the pending head names.
+    paths.audit.unlink()
+    paths.audit_head.unlink()
+    entry = append(paths, "cycle-start")
+    line = read_lines(paths)[0]
+    paths.audit_head.write_text(json.dumps({"count": 0, "hash": GENESIS, "pending": {"count": 1, "hash": sha(line)}}))
+    assert verify(paths).ok and entry["seq"] == 1
+    append(paths, "cycle-end")
+    assert verify(paths).ok and json.loads(paths.audit_head.read_text())["count"] == 2

@@ -298,8 +298,11 @@ def test_a_holdback_no_watched_edit_accounts_for_is_ended_by_the_next_tick(tmp_p
     with loop(tmp_path, {}) as (setup, _, _):
         base, edit = _good_base(setup)
         force_apply(setup, edit, reason="a test edit")
-        # As if the loop crashed after the holdback started but before the watch was recorded.
+        # As if the loop crashed after the holdback started but before the watch was recorded, and a person
+        # then edited the harness (with the applied edit still live, the next tick would record its watch:
+        # test_loop_crash).
         setup.paths.state.unlink()
+        (setup.agent_dir / "instructions.md").write_text(PLAIN + "- Be brief.\n", encoding="utf-8")
         assert _running(setup)
         owner = new_owner()
         tick(setup, owner)

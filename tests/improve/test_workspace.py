@@ -137,3 +137,24 @@ def test_check_write_is_not_consulted_for_a_write_the_harness_refuses(agent_dir:
     ws = Workspace(read_harness(agent_dir), check_write=lambda path, before, after: calls.append(path))
     assert ws.call("write_file", {"path": "agent.toml", "content": "x"}).startswith("error: refused:")
     assert calls == []
+
+
+@pytest.mark.parametrize("name", ["notes\n", "notes\r", "notes\n\n", "\nnotes"])
+def test_a_skill_name_with_a_line_break_is_refused_and_nothing_is_created(ws: Workspace, agent_dir: Path,
+                                                                         name: str) -> None:
+    # re.match with `$` accepted a trailing newline: a model could create skills/notes\n/SKILL.md, a folder whose
+    # name carries a line break into the skill listing the agent's model reads.
+    result = ws.call("write_file", {"path": f"skills/{name}/SKILL.md", "content": SKILL})
+    assert result.startswith("error: refused: ")
+    assert ws.harness == ws.base
+    assert sorted(p.name for p in (agent_dir / "skills").iterdir()) == ["arithmetic"]
+
+
+def test_a_skill_folder_named_with_a_line_break_is_not_a_harness(agent_dir: Path) -> None:
+    from lousho.improve.harness import HarnessInvalid
+
+    folder = agent_dir / "skills" / "notes\n"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(SKILL, encoding="utf-8")
+    with pytest.raises(HarnessInvalid):
+        read_harness(agent_dir)

@@ -36,8 +36,7 @@ from lousho.observe.receive.http_layers import (
     error_response_parts,
 )
 from lousho.observe.sql import query as sql_api
-from lousho.observe.sql.sql_csv import csv_text
-from lousho.observe.sql.sql_json import row_keys, rows_json
+from lousho.observe.sql.sql_encode import csv_answer, json_answer
 from lousho.observe.sql.sql_pool import SqlPool, Ticket
 from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
@@ -170,7 +169,7 @@ def build_app(
                 result = lake.run(doc["query"], doc.get("params"), timeout=config.lake_sql_timeout_s,
                                   max_rows=config.sql_max_rows, max_query_bytes=config.sql_max_query_bytes,
                                   max_answer_bytes=config.sql_query_memory)
-                encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
+                encode = _encoder(media_type, config.sql_query_memory)
                 return encode(result), result.truncated, result.table.num_rows, lag
             # Read your acks: the query sees every request acked before it arrived, or says how far behind it is.
             lag = writer.wait_loaded(config.read_wait_s)
@@ -184,7 +183,7 @@ def build_app(
             finally:
                 con.close()
             # Encoded here, on the SQL worker: a million rows must not stall the event loop.
-            encode = {ARROW_STREAM: _arrow_bytes, CSV: _csv_bytes}.get(media_type, _json_bytes)
+            encode = _encoder(media_type, config.sql_query_memory)
             return encode(result), result.truncated, result.table.num_rows, lag
 
         try:
@@ -351,14 +350,6 @@ def _sql_request(body: bytes) -> dict[str, Any] | str:
     return doc
 
 
-def _json_bytes(result: sql_api.QueryResult) -> bytes:
-    """``{"columns", "keys", "rows", "truncated"}``; the value mapping is ``sql_json``'s."""
-    columns = result.table.column_names
-    head = json.dumps({"columns": columns, "keys": row_keys(columns)}, ensure_ascii=False, separators=(",", ":"))
-    truncated = "true" if result.truncated else "false"
-    return f'{head[:-1]},"rows":{rows_json(result.table)},"truncated":{truncated}}}'.encode()
-
-
 def _arrow_bytes(result: sql_api.QueryResult) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, result.table.schema) as stream:
@@ -366,6 +357,10 @@ def _arrow_bytes(result: sql_api.QueryResult) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _csv_bytes(result: sql_api.QueryResult) -> bytes:
-    return csv_text(result.table).encode()
-
+def _encoder(media_type: str, limit: int) -> Callable[[sql_api.QueryResult], bytes]:
+    """The answer's encoder; JSON and CSV stop at ``limit`` bytes as they write (``sql_encode``), where Arrow is
+    bounded by the rows read."""
+    if media_type == ARROW_STREAM:
+        return _arrow_bytes
+    encode = csv_answer if media_type == CSV else json_answer
+    return lambda result: encode(result, limit)

@@ -17,11 +17,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def csv_text(table: pa.Table) -> str:
+def csv_text(table: pa.Table, header: bool = True) -> str:
+    """The CSV text of ``table``; without ``header``, its rows only (a slice of a longer answer)."""
     from lousho.observe.sql.sql_json import plain_frame, table_rows
 
     out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerow(table.column_names)
+    if header:
+        csv.writer(out, lineterminator="\n").writerow(table.column_names)
+    if table.num_rows == 0:
+        return out.getvalue()
     plain = plain_frame(table)
     if plain is not None:  # a million plain rows in a second, not ten
         out.write(plain.write_csv(include_header=False))

@@ -11,7 +11,9 @@ It refuses, with ``LOUSHO_SQL_REFUSED`` naming what it found:
 - a table function outside ``READ_TABLE_FUNCTIONS`` (``enable_logging``, ``checkpoint``,
   ``truncate_duckdb_logs``, ``query``, the file readers, ...);
 - a scalar function DuckDB itself marks as having side effects or being volatile, unless it is in
-  ``HARMLESS_VOLATILE`` (``setseed``, ``nextval``, ``setval``, ``write_log``, ``sleep_ms``).
+  ``HARMLESS_VOLATILE`` (``setseed``, ``nextval``, ``setval``, ``write_log``, ``sleep_ms``);
+- a function in ``UNSAFE_FUNCTIONS``, which no setting fences: ``json_contains`` (deep JSON overflows the
+  stack, and the query runs in the daemon's process) and ``json_serialize_plan`` (it plans SQL given as text).
 
 It is one of two fences: the query then runs in a read-only transaction on a database whose
 configuration is locked (``sql.run_query``, ``store.SpanStore``), so a function this list misses
@@ -49,6 +51,16 @@ HARMLESS_VOLATILE = frozenset({
     "random", "uuid", "uuidv4", "uuidv7", "gen_random_uuid", "error", "stats", "vector_type",
     "current_query", "current_query_id", "current_connection_id", "current_transaction_id", "currval",
 })
+
+# Functions refused wherever they appear, each with why: neither the read-only transaction nor the locked
+# configuration stops them. Found by calling each JSON function on 300,000 nested brackets (json_structure,
+# json_extract, json_transform, json_merge_patch, json_pretty, ... answer or fail with an error).
+UNSAFE_FUNCTIONS = {
+    "json_contains": "it recurses once per nesting level of its JSON, so deeply nested JSON overflows the stack "
+                     "and takes the daemon's process with it",
+    "json_serialize_plan": "it binds and plans SQL given to it as text, which the check cannot read",
+}
+_UNSAFE_HINT = "compare JSON with json_extract, ->> or unnest instead; send SQL as the query itself"
 
 # Parse-tree query nodes a read may contain; DELETE/INSERT/UPDATE_QUERY_NODE (a data-modifying CTE
 # or subquery) and anything newer are refused.
@@ -125,6 +137,8 @@ def check_read_only(query: object, con: duckdb.DuckDBPyConnection | None = None)
     tables = non_reading_table_functions()
     functions = frozenset(json.loads(f'"{escaped}"').lower() for escaped in names)
     for name in sorted(functions):
+        if name in UNSAFE_FUNCTIONS:
+            raise SqlRefused(f"the function {name}() is refused: {UNSAFE_FUNCTIONS[name]}", hint=_UNSAFE_HINT)
         if name in tables:
             raise SqlRefused(f"the table function {name}() is refused: the SQL API only reads "
                              "the store (ranges, unnest, catalog listings)")

@@ -83,12 +83,7 @@ class FleetLeases:
 
     def _close(self) -> None:
         self._held.clear()
-        if self._con is not None:
-            try:
-                self._con.close()
-            except psycopg.Error:
-                pass
-            self._con = None
+        self._con = _closed(self._con)
 
 
 class NameLease:
@@ -139,9 +134,14 @@ class NameLease:
         _close_unless_busy(self._lock, self._close)
 
     def _close(self) -> None:
-        if self._con is not None:
-            try:
-                self._con.close()
-            except psycopg.Error:
-                pass
-            self._con = None
+        self._con = _closed(self._con)
+
+
+def _closed(con: psycopg.Connection | None) -> None:
+    """Close ``con`` if open; its locks go with its session. An error closing a dead session changes nothing."""
+    if con is not None:
+        try:
+            con.close()
+        except psycopg.Error:
+            pass  # deliberate: the session is gone either way
+    return None

@@ -18,7 +18,9 @@ from numpy.typing import NDArray
 
 # 2 Mi keys: 48 MiB (three uint64 arrays), several minutes of the goal's rate; a client re-sends within seconds.
 DEFAULT_CAPACITY = 2 * 1024 * 1024
-DEFAULT_GENERATION = 64 * 1024
+# Each generation costs every lookup a binary search: 8 of them at capacity, not 32 (a commit of 37,000 keys
+# against a full filter 32 -> 16 ms), for a merge into the open generation that copies up to 6 MiB (4 -> 6 ms).
+DEFAULT_GENERATION = 256 * 1024
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads sequential span ids over the 64 bits
 
 U64 = NDArray[np.uint64]
@@ -89,13 +91,20 @@ class RecentKeys:
     def held(self, hi: U64, lo: U64) -> NDArray[np.bool_]:
         """For each key, whether it is held (a span of it was stored)."""
         h = mix(hi, lo)
+        # Looked up in sorted order: each binary search starts from the last one's place, so a batch's lookups
+        # walk a generation once instead of missing the cache at every step (115 -> 32 ms for 37,000 keys
+        # against 2 Mi held).
+        order = np.argsort(h)
+        h, hi, lo = h[order], hi[order], lo[order]
         found = np.zeros(len(h), dtype=bool)
         for generation in (*self._frozen, self._open):
             held, collided = generation.find(h, hi, lo)
             found |= held
             if collided.any():
                 self.unsure = True  # a key sharing a held key's mix may hide its own copy: compact later
-        return found
+        answer = np.empty_like(found)
+        answer[order] = found
+        return answer
 
     def add(self, hi: U64, lo: U64) -> None:
         """Hold the keys of a committed batch (already fresh), evicting the oldest generation past capacity."""

@@ -423,6 +423,8 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
     extra: list[str] = []
     if args.queue_mib is not None:
         extra += ["--queue-mib", str(args.queue_mib)]
+    if args.loader_nice is not None:
+        extra += ["--loader-nice", str(args.loader_nice)]
     daemon: DaemonProcess | None = None
     try:
         daemon = start_daemon(db, *extra)
@@ -734,6 +736,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-prebuilt-bodies", type=int, default=2000,
                    help="per client; past it, bodies are stamped with new ids while sending")
     p.add_argument("--queue-mib", type=int, default=None, help="passed to the daemon")
+    p.add_argument("--loader-nice", type=int, default=None,
+                   help="passed to the daemon (0: the loader's threads level with the request path)")
     p.add_argument("--rate", type=float, default=None,
                    help="pace the clients to this many spans/s in all (default: as fast as the acks come)")
     p.add_argument("--roots-only", action="store_true",

@@ -64,6 +64,8 @@ class DaemonConfig:
     commit_delay_s: float = 0.0
     # Span keys the writer holds to drop a re-sent span (recent_keys.py); a smaller window shows compaction.
     dedup_window: int = 2 * 1024 * 1024
+    # How far below the request path the loader, the fold and DuckDB's workers run (Linux nice; 0: level).
+    loader_nice: int = 10
     # Slow clients: a connection must send its whole request head within header_timeout_s and its
     # whole body within body_timeout_s; SIGTERM cancels requests still running after shutdown_timeout_s.
     header_timeout_s: float = 10.0

@@ -74,7 +74,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
         if warning is not None:
             print(warning, file=sys.stderr, flush=True)
     store = SpanStore(config.db, on_damage=metrics.mark_store_damaged, dedup_window=config.dedup_window,
-                      memory_limit=f"{config.memory_limit}B")
+                      memory_limit=f"{config.memory_limit}B", background_nice=config.loader_nice)
     shipper = lake_reader = None
     if config.lake_catalog is not None and config.lake_data is not None:
         target = LakeTarget(config.lake_catalog, str(config.lake_data))
@@ -95,7 +95,7 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
     try:
         writer = Writer(store, metrics, capacity_bytes=config.queue_bytes, spool_dir=config.spool_dir,
                         spool_bytes=config.spool_bytes, load_interval_s=config.load_interval_s,
-                        commit_delay=config.commit_delay_s)
+                        commit_delay=config.commit_delay_s, nice=config.loader_nice)
     except BaseException:
         if shipper is not None:
             shipper.close(flush_timeout_s=0)

@@ -115,6 +115,9 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
                    "answer's x-lousho-lag-ms says how far behind it is when the wait ran out.")
 @click.option("--load-interval", type=click.FloatRange(min=0), default=0.01, hidden=True,
               help="Seconds of accepted requests the loader appends in one transaction.")
+@click.option("--loader-nice", type=click.IntRange(0, 19), default=10, show_default=True,
+              help="How far below the request path the loader and DuckDB's threads run (Linux nice): acks come "
+                   "first under load, the spool holds what waits. 0 runs them level.")
 @click.option("--sql-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Seconds before a SQL query is stopped.")
 @click.option("--sql-workers", type=click.IntRange(min=1), default=4, show_default=True,
@@ -205,7 +208,7 @@ def observe(
     allowed_hosts: tuple[str, ...], tls_cert: Path | None, tls_key: Path | None,
     header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
     queue_mib: float, spool_mib: float | None, spool_dir: Path | None, read_wait: float, load_interval: float,
-    sql_timeout: float, sql_workers: int, sql_max_query_kib: int, memory_limit: str | None,
+    loader_nice: int, sql_timeout: float, sql_workers: int, sql_max_query_kib: int, memory_limit: str | None,
     sql_query_memory: str | None, send_timeout: float, commit_delay: float, dedup_window: int,
     agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
@@ -252,7 +255,7 @@ def observe(
         body_timeout_s=body_timeout, shutdown_timeout_s=shutdown_timeout,
         max_body_bytes=max_body_mib * MIB, queue_bytes=int(queue_mib * MIB),
         spool_bytes=int(spool_mib * MIB) if spool_mib is not None else None, spool_dir=spool_dir,
-        read_wait_s=read_wait, load_interval_s=load_interval,
+        read_wait_s=read_wait, load_interval_s=load_interval, loader_nice=loader_nice,
         sql_timeout_s=sql_timeout, sql_workers=sql_workers, commit_delay_s=commit_delay,
         dedup_window=dedup_window, sql_max_query_bytes=sql_max_query_kib * 1024,
         memory_limit_bytes=_size("--memory-limit", memory_limit),

@@ -24,6 +24,7 @@ import time
 
 import duckdb
 
+from lousho.kernel import cpu_priority
 from lousho.observe.runs import runs_table
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,9 @@ class RunsFold:
         self._failures = 0
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="lousho-runs-fold", daemon=True)
+    def start(self, nice: int = 0) -> None:
+        """Fold in a thread of its own; ``nice``: how far below the request path it runs (cpu_priority.py)."""
+        self._thread = threading.Thread(target=self._run, args=(nice,), name="lousho-runs-fold", daemon=True)
         self._thread.start()
 
     def committed(self, spans: int) -> None:
@@ -123,7 +125,8 @@ class RunsFold:
             self._cond.wait(wait)
         return False
 
-    def _run(self) -> None:
+    def _run(self, nice: int = 0) -> None:
+        cpu_priority.lower_this_thread(nice)
         while True:
             with self._cond:
                 if not self._due():

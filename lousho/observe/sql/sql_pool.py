@@ -14,13 +14,11 @@ cuts that client off, so unread answers can pin at most ``capacity`` answers of 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from lousho.kernel import cpu_priority
 from lousho.observe.errors import SqlBusy
 
 T = TypeVar("T")
@@ -75,5 +73,4 @@ class SqlPool:
 def _yield_to_ingest() -> None:
     """Lower this SQL worker's CPU priority (Linux: per thread): DuckDB parses a long statement on the
     calling thread, seconds of CPU that exports on a busy machine should not queue behind."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    cpu_priority.lower_this_thread(cpu_priority.BACKGROUND_NICE)

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lousho.kernel import cpu_priority
 from lousho.observe.decode import otlp_native
 from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 from lousho.observe.errors import ObserveError, StoreCorrupt, StoreDiskFull, StoreMissing, StoreUnwritable
@@ -183,6 +184,7 @@ class SpanStore:
         fold_thread: bool = True,
         on_damage: Callable[[StoreCorrupt], None] | None = None,
         dedup_window: int = DEFAULT_CAPACITY,
+        background_nice: int = 0,
     ) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,10 +199,12 @@ class SpanStore:
         self._invalidated = False  # by a fatal error on a full disk: DuckDB refuses all until reopened
         self._config = config
         self._fold_thread = fold_thread
+        # DuckDB's workers and the fold thread run this much below the request path (cpu_priority.py).
+        self._nice = background_nice
         self._on_damage = on_damage
         self._recent = RecentKeys(dedup_window)
         self._stored_resources: set[int] = set()  # resource keys known to be in the resources table
-        self._con = _connect(path, read_only=False, config=config)
+        self._con = self._open()
         try:
             schema.migrate(self._con)
             if verify:
@@ -213,7 +217,7 @@ class SpanStore:
             self._fold = RunsFold(self._con.cursor())
             self._fold.fold_now()
             if fold_thread:
-                self._fold.start()
+                self._fold.start(self._nice)
         except duckdb.Error as e:
             self._con.close()
             raise store_damage.open_error(path, e) from None
@@ -420,12 +424,18 @@ class SpanStore:
         except duckdb.Error:
             pass  # deliberate: closing an invalidated database can fail; the new connection is what counts
         self._invalidated = True  # until the new connection is up: a failed open leaves none usable
-        self._con = _connect(self.path, read_only=False, config=self._config)
+        self._con = self._open()
         lock_configuration(self._con)
         self._invalidated = False
         self._fold = RunsFold(self._con.cursor())
         if self._fold_thread:
-            self._fold.start()
+            self._fold.start(self._nice)
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        """The writer's connection, opened from a thread at the background priority: the database's worker
+        threads start with it and keep that priority."""
+        return cpu_priority.in_lowered_thread(
+            self._nice, lambda: _connect(self.path, read_only=False, config=self._config))
 
     def close(self) -> None:
         self._fold.stop()

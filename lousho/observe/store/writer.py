@@ -31,6 +31,7 @@ from pathlib import Path
 
 import duckdb
 
+from lousho.kernel import cpu_priority
 from lousho.observe.decode import otlp_json_native, otlp_native
 from lousho.observe.decode.otlp_decode import BadPayload, Checked, Decoded
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull
@@ -125,6 +126,7 @@ class Writer(LoaderUpkeep):
         load_interval_s: float = LOAD_INTERVAL_S,
         commit_delay: float = 0.0,
         compact_every_s: float = COMPACT_EVERY_S,
+        nice: int = 0,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -154,7 +156,10 @@ class Writer(LoaderUpkeep):
         self._decode_protobuf = otlp_native.protobuf_decoder()
         self._decode_json = otlp_json_native.json_decoder()
         # Under load, decodes acked bodies ahead of the loader (DECODE_AHEAD_SPANS).
-        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lousho-decode")
+        # The loader and its decode thread run ``nice`` below the request path: acks first (cpu_priority.py).
+        self._nice = nice
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lousho-decode",
+                                           initializer=cpu_priority.lower_this_thread, initargs=(nice,))
         directory = spool_dir if spool_dir is not None else spool_directory(store.path)
         self._loaded_seq = store.spool_position()
         self._spool = Spool(directory, capacity_bytes=spool_bytes or default_capacity(directory),
@@ -345,6 +350,7 @@ class Writer(LoaderUpkeep):
     # -- loading ---------------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        cpu_priority.lower_this_thread(self._nice)
         try:
             self._loop()
         except BaseException as e:

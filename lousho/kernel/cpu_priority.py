@@ -5,7 +5,8 @@ it. But on a machine with few cores the loader, its decode thread, the runs' fol
 threads take the cores the request path needs, and the acks slow to the loader's pace: the SDKs' queues then
 fill and drop spans. Lowering the background threads' priority (Linux ``nice``, per thread) gives the request
 path the CPU first; the loader takes whatever it leaves, which under a burst is all but the request path's
-share, and all of it once the burst ends. The spool's bound still caps how far behind the loader may fall.
+share, and all of it once the burst ends; the runs' fold runs below the loader (``FOLD_EXTRA_NICE``). The
+spool's bound still caps how far behind the loader may fall.
 
 Measured by ``benchmarks/perf/ingest.py`` (docs/performance.md "Acks first"). Raising a priority back needs a
 privilege, so a lowered thread stays lowered: the loader's threads are lowered once, for their lifetime, and
@@ -24,7 +25,16 @@ T = TypeVar("T")
 
 # The default step: CFS then gives a ready request thread about 9 times a background thread's share of a core.
 BACKGROUND_NICE = 10
+# The runs' fold goes this much further below the loader: the loader's commit is what makes acked spans
+# queryable, the fold's kept runs are derived (``runs`` reads the unfolded tail meanwhile). At the loader's
+# level the fold fell behind under a burst and took its catch-up out of the loader's drain.
+FOLD_EXTRA_NICE = 5
 _MOST = 19
+
+
+def fold_nice(background: int) -> int:
+    """The fold's step below the request path for the loader's ``background`` (0 keeps everything level)."""
+    return min(background + FOLD_EXTRA_NICE, _MOST) if background > 0 else 0
 
 
 def supported() -> bool:

@@ -199,8 +199,9 @@ class SpanStore:
         self._invalidated = False  # by a fatal error on a full disk: DuckDB refuses all until reopened
         self._config = config
         self._fold_thread = fold_thread
-        # DuckDB's workers and the fold thread run this much below the request path (cpu_priority.py).
+        # DuckDB's workers run this much below the request path, the fold further (cpu_priority.py).
         self._nice = background_nice
+        self._fold_nice = cpu_priority.fold_nice(background_nice)
         self._on_damage = on_damage
         self._recent = RecentKeys(dedup_window)
         self._stored_resources: set[int] = set()  # resource keys known to be in the resources table
@@ -217,7 +218,7 @@ class SpanStore:
             self._fold = RunsFold(self._con.cursor())
             self._fold.fold_now()
             if fold_thread:
-                self._fold.start(self._nice)
+                self._fold.start(self._fold_nice)
         except duckdb.Error as e:
             self._con.close()
             raise store_damage.open_error(path, e) from None
@@ -429,7 +430,7 @@ class SpanStore:
         self._invalidated = False
         self._fold = RunsFold(self._con.cursor())
         if self._fold_thread:
-            self._fold.start(self._nice)
+            self._fold.start(self._fold_nice)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         """The writer's connection, opened from a thread at the background priority: the database's worker

@@ -277,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="bursts per mode and exporter; medians are quoted")
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="how the agent sets the SDK up")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--daemon-arg", dest="daemon_args", action="append", default=[],
+                   help="passed to the daemon (repeat for each word), e.g. --daemon-arg=--loader-nice --daemon-arg=0")
     p.add_argument("--no-control", dest="control", action="store_false",
                    help="skip the bursts to the instant-ack control receiver")
     p.add_argument("--child", nargs=5, metavar=("MODE", "PROTOCOL", "ENDPOINT", "SERVICE", "SPANS"),
@@ -291,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                f"{BATCH_SETTINGS.max_queue_size:,} holds {span_bytes * BATCH_SETTINGS.max_queue_size / 2**20:,.0f} MiB")
     bursts: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="lousho-burst-") as tmp:
-        daemon = start_daemon(Path(tmp) / "observe.duckdb")
+        daemon = start_daemon(Path(tmp) / "observe.duckdb", *args.daemon_args)
         control = Control() if args.control else None
         try:
             decoder = next((part.split("=", 1)[1] for line in daemon.output for part in line.split()

@@ -79,5 +79,5 @@ def in_lowered_thread(step: int, fn: Callable[[], T]) -> T:
 
 
 def thread_priority(tid: int) -> int:
-    """A thread's nice value (Linux), for tests and /metrics."""
+    """A thread's nice value (Linux); the tests read it."""
     return os.getpriority(os.PRIO_PROCESS, tid)

@@ -16,8 +16,8 @@ from lousho.observe.store.span_store import AppendResult, SpanStore
 from lousho.observe.store.writer import MAX_BATCH_SPANS, Writer
 
 SPANS = 400
-REQUESTS = 600  # about 3x the window, as the loads count spans (by body size)
 WINDOW_SPANS = 2 * MAX_BATCH_SPANS  # two loads
+REQUESTS = 3 * WINDOW_SPANS // SPANS  # the queue three windows long
 
 
 class _GatedStore(SpanStore):
@@ -37,7 +37,7 @@ def _decoded_ahead(writer: Writer) -> tuple[int, int]:
     as the loads count them. Read from the queue: what the bound is about."""
     with writer._cond:
         ahead = [item for item in writer._queue if isinstance(item.batch, Future)]
-    return len(ahead), sum(max(1, item.record.length // 256) for item in ahead)
+    return len(ahead), sum(item.spans for item in ahead)
 
 
 def test_decoding_ahead_of_a_slow_store_stays_within_its_window(tmp_path):
@@ -50,6 +50,7 @@ def test_decoding_ahead_of_a_slow_store_stays_within_its_window(tmp_path):
             writer.submit(otlp_native.check_protobuf(body), len(body), body).result(10)
         items, spans = _decoded_ahead(writer)
         assert items > 0  # under load it does decode ahead
+        assert items < REQUESTS // 2  # and not the whole queue
         assert spans <= WINDOW_SPANS, f"{items} requests decoded ahead"
         store.gate.set()
         assert writer.wait_loaded(60) == 0

@@ -50,8 +50,14 @@ from lousho.observe.store.writer_upkeep import (
 
 logger = logging.getLogger(__name__)
 
-# A load of this many spans is not worth waiting for more: DuckDB's cost per span is flat beyond it.
-MAX_BATCH_SPANS = 50_000
+# The most spans one load takes. Past DuckDB's row group (122,880 rows) a transaction's rows go straight to the
+# database file, compressed, and the commit writes only their place to the WAL; a smaller load writes every row
+# to the WAL (about 730 bytes a span here) and again at the checkpoint. So a loader behind by more than a row
+# group takes more than one: 37,376-span loads committed 75,000 spans/s with the fold running, 128,000-span
+# loads 106,000 (benchmarks/perf/append.py --sizes). An idle or lightly loaded loader's loads stay small (by
+# time: LOAD_INTERVAL_S, LOAD_MAX_WAIT_S), so this bounds only a backlog's.
+ROW_GROUP_ROWS = 122_880
+MAX_BATCH_SPANS = 131_072
 # Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are
 # acked: a body of tiny spans decodes to 6-19x its size, so eager decoding of many would hold that much.
 DECODE_LATE_BYTES = 1024 * 1024
@@ -111,6 +117,15 @@ class _Item:
     record: Record
     batch: _Payload
     nbytes: int  # of memory this item holds against ``capacity_bytes``
+    spans: int  # counted by the request path's check; for a record replayed from disk, estimated from its size
+
+
+@dataclass(frozen=True)
+class _Accepted:
+    """What travels with a body through the spool to the loader: its payload and its span count."""
+
+    payload: _Payload
+    spans: int
 
 
 class Writer(LoaderUpkeep):
@@ -167,8 +182,9 @@ class Writer(LoaderUpkeep):
         self._released_seq = self._loaded_seq
         started = time.monotonic_ns()
         for record in self._spool.replay:  # accepted before a crash, never loaded: first in line
-            self._queue.append(_Item(_restamped(record, started), None, 0))
-            self._queued_spans += _spans_of(None, record)
+            item = _Item(_restamped(record, started), None, 0, _estimated_spans(record))
+            self._queue.append(item)
+            self._queued_spans += item.spans
         metrics.queue_capacity_bytes = capacity_bytes
         metrics.lag_now = lambda: self.lag_seconds
         metrics.spool_bytes_now = lambda: self._spool.bytes
@@ -223,7 +239,8 @@ class Writer(LoaderUpkeep):
             payload = checked
         else:
             payload = body  # decoded after the ack: ahead of the loader under load, else by the loader
-        return self._spool.append(body, kind, payload)  # type: ignore[return-value]
+        accepted = _Accepted(payload, checked.span_count)
+        return self._spool.append(body, kind, accepted)  # type: ignore[return-value]
 
     def _decodes_ahead(self, batch: _Payload, position: int) -> bool:
         """Whether a body ``position`` spans behind the loader is decoded now: under load, within the window."""
@@ -241,16 +258,17 @@ class Writer(LoaderUpkeep):
                 return
             if self._decodes_ahead(item.batch, position):
                 item.batch = self._decoder.submit(self._decode, item.batch, item.record.kind)
-            position += _spans_of(item.batch, item.record)
+            position += item.spans
 
     def _decode(self, body: bytes, kind: int) -> ArrowBatch:
         decode = self._decode_json if kind == KIND_JSON else self._decode_protobuf
         return arrow_batch(decode(body), consume=True)
 
-    def _durable(self, records: list[tuple[Record, _Payload]]) -> None:
+    def _durable(self, records: list[tuple[Record, _Accepted]]) -> None:
         """From the spool's thread, after a sync and before the acks: queue the records for loading."""
         with self._cond:
-            for record, batch in records:
+            for record, accepted in records:
+                batch = accepted.payload
                 nbytes = record.length if batch is not None else 0
                 if batch is not None and self._queued_bytes and self._queued_bytes + nbytes > self._capacity:
                     if isinstance(batch, Future):
@@ -259,9 +277,9 @@ class Writer(LoaderUpkeep):
                     self._metrics.add(spool_spilled=1)
                 if self._decodes_ahead(batch, self._queued_spans):
                     batch = self._decoder.submit(self._decode, batch, record.kind)  # type: ignore[arg-type]
-                self._queue.append(_Item(record, batch, nbytes))
+                self._queue.append(_Item(record, batch, nbytes, accepted.spans))
                 self._queued_bytes += nbytes
-                self._queued_spans += _spans_of(batch, record)
+                self._queued_spans += accepted.spans
             self._metrics.queue_bytes = self._queued_bytes
             self._metrics.spool_bytes = self._spool.bytes
             self._cond.notify_all()
@@ -450,7 +468,7 @@ class Writer(LoaderUpkeep):
             while self._queue and (not taken or spans < self._max_batch_spans):
                 item = self._queue.popleft()
                 taken.append(item)
-                spans += _spans_of(item.batch, item.record)
+                spans += item.spans
             self._loading_since = taken[0].record.accepted_ns
             self._decode_window_locked()
             return taken
@@ -557,7 +575,7 @@ class Writer(LoaderUpkeep):
             self._loaded_seq = items[-1].record.seq
             self._loading_since = None
             self._queued_bytes -= sum(item.nbytes for item in items)
-            self._queued_spans -= sum(_spans_of(item.batch, item.record) for item in items)
+            self._queued_spans -= sum(item.spans for item in items)
             self._metrics.queue_bytes = self._queued_bytes
             self._cond.notify_all()
         self._metrics.observe_commit(seconds)
@@ -571,11 +589,9 @@ def spool_directory(db: Path) -> Path:
     return db.with_name(db.name + ".spool")
 
 
-def _spans_of(batch: _Payload, record: Record) -> int:
-    """The spans an item holds; for a body the loader has yet to decode, an estimate from its size (so one load
-    never decodes more than about ``max_batch_spans`` worth of bodies at once)."""
-    if isinstance(batch, ArrowBatch):
-        return batch.span_count
+def _estimated_spans(record: Record) -> int:
+    """The spans of a record read back from the spool at start, whose check's count is gone: an estimate from
+    its size (so one load never decodes more than about ``max_batch_spans`` worth of bodies at once)."""
     return max(1, record.length // 256)
 
 

@@ -1,4 +1,4 @@
-"""Decoding ahead of a slow loader stays within a window of about two loads: decoded rows take 2-19x their
+"""Decoding ahead of a slow loader stays within a window of one load (the next): decoded rows take 2-19x their
 body's bytes while the queue counts the body's, so decoding the whole queue held several times the memory
 budget. Past the window bodies stay bodies, and are decoded as the loader comes near them."""
 
@@ -13,10 +13,10 @@ from otlp_bodies import chat_span, new_ids, request
 from lousho.observe.decode import otlp_native
 from lousho.observe.metrics import Metrics
 from lousho.observe.store.span_store import AppendResult, SpanStore
-from lousho.observe.store.writer import MAX_BATCH_SPANS, Writer
+from lousho.observe.store.writer import DECODE_AHEAD_WINDOW_LOADS, MAX_BATCH_SPANS, Writer
 
 SPANS = 400
-WINDOW_SPANS = 2 * MAX_BATCH_SPANS  # two loads
+WINDOW_SPANS = DECODE_AHEAD_WINDOW_LOADS * MAX_BATCH_SPANS
 REQUESTS = 3 * WINDOW_SPANS // SPANS  # the queue three windows long
 
 

@@ -66,10 +66,11 @@ DECODE_LATE_BYTES = 1024 * 1024
 # Below it the loader decodes at its own turn: a decode holds the GIL for milliseconds, and an idle daemon's
 # acks would wait behind it.
 DECODE_AHEAD_SPANS = 20_000
-# How far ahead of the loader it decodes, in the loads' measure of spans: about two loads. Decoded rows take
-# 2-19x their body's bytes while the queue counts the body's, so rows decoded for the whole queue of a slow
-# store held several times the memory budget; past the window bodies stay bodies until the loader nears them.
-DECODE_AHEAD_WINDOW_LOADS = 2
+# How far ahead of the loader it decodes, in loads: the next, while DuckDB inserts this one. Decoded rows take
+# 2-19x their body's bytes (the queue counts the body's), and a decode holds the GIL: two loads ahead (262,144
+# spans) moved decoding into a burst and cut what was accepted from 187,000 to 140,000 spans/s for the same
+# committed rate (benchmarks/perf/ingest.py).
+DECODE_AHEAD_WINDOW_LOADS = 1
 # The loader waits for the spool to be quiet this long (no new record) before a load, so an ack leaves before
 # the load takes the GIL (an idle daemon's ack p50 went from 5.5 to 3.3 ms against loading every 100 ms), and a
 # burst keeps the CPU for its acks and its agent until it ends; but never past LOAD_MAX_WAIT_S for the oldest.

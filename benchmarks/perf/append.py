@@ -1,11 +1,12 @@
 """The writer's commit alone: ``SpanStore.append`` of one group of spans, in µs per span, by group size.
 
 In this process, on one thread, into a fresh store: ``--commits`` groups of each size (512, 1,024 and 8,192 spans
-of the ingest benchmark's bodies, fresh ids each), the first few as warm-up; each group already decoded and
-converted to Arrow as the daemon's decoding threads hand it over (what a code tree without that step takes,
-a Decoded, is passed instead). Reports the median µs/span and ms per commit. Every commit is durable (DuckDB's
-COMMIT: WAL write and fdatasync). The median hides the checkpoints a WAL past DuckDB's threshold forces into a
-commit; the mean over the measured commits includes them.
+of the ingest benchmark's bodies, fresh ids each, in bodies of 512 as the loader takes them), the first few as
+warm-up; each body already decoded and converted to Arrow as the daemon's decoding threads hand it over (what a
+code tree without that step takes, a Decoded, is passed instead). Reports the median µs/span and ms per commit.
+Every commit is durable (DuckDB's COMMIT: WAL write and fdatasync). The median hides the checkpoints a WAL past
+DuckDB's threshold forces into a commit; the mean over the measured commits includes them. The store's fold
+runs on its own thread meanwhile, as in the daemon.
 
 Not a timed test: run by hand; it writes only under a temporary directory.
 """
@@ -30,19 +31,21 @@ def _converter():
     return convert if convert is not None else (lambda decoded: decoded)
 
 
-def measure(size: int, commits: int, workdir: Path) -> dict[str, float]:
-    template = common.templates(1, 21, size)[0]
+def measure(size: int, commits: int, workdir: Path, roots_only: bool = False) -> dict[str, float]:
+    # One load of the daemon's is a list of its requests' batches: 512 spans each (or the size, if smaller).
+    per_body = min(size, 512)
+    template = common.templates(1, 21, per_body, roots_only)[0]
     decode = otlp_native.protobuf_decoder()
     convert = _converter()
-    groups = [convert(decode(template.stamp())) for _ in range(commits)]
+    groups = [[convert(decode(template.stamp())) for _ in range(size // per_body)] for _ in range(commits)]
     store = span_store.SpanStore(workdir / f"append-{size}.duckdb")
     try:
         times = []
         for group in groups:
             started = time.perf_counter()
-            result = store.append([group])
+            result = store.append(group)
             times.append(time.perf_counter() - started)
-            assert result.inserted == size, result
+            assert result.inserted == size // per_body * per_body, result
         measured = times[min(3, len(times) - 1):]
         return {"size": size, "us_per_span": common.median(measured) / size * 1e6,
                 "ms_per_commit": common.median(measured) * 1e3,
@@ -55,10 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--commits", type=int, default=30, help="commits of each size (the first 3 warm up)")
     p.add_argument("--sizes", default="512,1024,8192", help="spans per commit, comma-separated")
+    p.add_argument("--roots-only", action="store_true", help="a run and a score on every span, as ingest.py's")
     args = p.parse_args(argv)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lousho-append-") as tmp:
-        rows = [measure(int(size), args.commits, Path(tmp)) for size in args.sizes.split(",")]
+        rows = [measure(int(size), args.commits, Path(tmp), args.roots_only) for size in args.sizes.split(",")]
     print(f"SpanStore.append, one thread, {otlp_native.NAME} decoder; load {load_before[0]:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after")
     for row in rows:

@@ -52,10 +52,10 @@ logger = logging.getLogger(__name__)
 
 # The most spans one load takes. Past DuckDB's row group (122,880 rows) a transaction's rows go straight to the
 # database file, compressed, and the commit writes only their place to the WAL; a smaller load writes every row
-# to the WAL (about 730 bytes a span here) and again at the checkpoint. So a loader behind by more than a row
-# group takes more than one: 37,376-span loads committed 75,000 spans/s with the fold running, 128,000-span
-# loads 106,000 (benchmarks/perf/append.py --sizes). An idle or lightly loaded loader's loads stay small (by
-# time: LOAD_INTERVAL_S, LOAD_MAX_WAIT_S), so this bounds only a backlog's.
+# to the WAL (480-730 bytes a span here) and again at the checkpoint. So a loader behind by more than a row
+# group takes more than one: with the fold running, 36,864-span loads cost 9.7 µs a span and 131,072-span loads
+# 7.3, checkpoints included (benchmarks/perf/append.py --sizes 36864,131072). An idle or lightly loaded loader's
+# loads stay small (by time: LOAD_INTERVAL_S, LOAD_MAX_WAIT_S), so this bounds only a backlog's.
 ROW_GROUP_ROWS = 122_880
 MAX_BATCH_SPANS = 131_072
 # Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are

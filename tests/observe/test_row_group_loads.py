@@ -16,8 +16,9 @@ from lousho.observe.store.span_store import AppendResult, SpanStore
 from lousho.observe.store.writer import MAX_BATCH_SPANS, ROW_GROUP_ROWS, Writer
 
 SPANS_PER_BODY = 512
-# The loader takes its first load as soon as bodies come; then the rest queue behind it: a full load and more.
-BODIES = 2 * MAX_BATCH_SPANS // SPANS_PER_BODY + 8
+# The loader takes its first load as soon as bodies come (a few); the rest queue behind it while the store is
+# gated: a full load, then what is left.
+BODIES = MAX_BATCH_SPANS // SPANS_PER_BODY + 96  # the first load took 41 bodies here
 
 
 class _RecordingStore(SpanStore):

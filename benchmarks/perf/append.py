@@ -6,7 +6,8 @@ warm-up; each body already decoded and converted to Arrow as the daemon's decodi
 code tree without that step takes, a Decoded, is passed instead). Reports the median µs/span and ms per commit.
 Every commit is durable (DuckDB's COMMIT: WAL write and fdatasync). The median hides the checkpoints a WAL past
 DuckDB's threshold forces into a commit; the mean over the measured commits includes them. The store's fold
-runs on its own thread meanwhile, as in the daemon.
+runs on its own thread meanwhile, as in the daemon; with ``--fold-each`` it runs after each commit instead, timed
+apart (what a fold costs by the size of its tail).
 
 Not a timed test: run by hand; it writes only under a temporary directory.
 """
@@ -31,25 +32,34 @@ def _converter():
     return convert if convert is not None else (lambda decoded: decoded)
 
 
-def measure(size: int, commits: int, workdir: Path, roots_only: bool = False) -> dict[str, float]:
+def measure(size: int, commits: int, workdir: Path, roots_only: bool = False,
+            fold_each: bool = False) -> dict[str, float]:
     # One load of the daemon's is a list of its requests' batches: 512 spans each (or the size, if smaller).
     per_body = min(size, 512)
     template = common.templates(1, 21, per_body, roots_only)[0]
     decode = otlp_native.protobuf_decoder()
     convert = _converter()
     groups = [[convert(decode(template.stamp())) for _ in range(size // per_body)] for _ in range(commits)]
-    store = span_store.SpanStore(workdir / f"append-{size}.duckdb")
+    store = span_store.SpanStore(workdir / f"append-{size}.duckdb", fold_thread=not fold_each)
     try:
-        times = []
+        times, folds = [], []
         for group in groups:
             started = time.perf_counter()
             result = store.append(group)
             times.append(time.perf_counter() - started)
             assert result.inserted == size // per_body * per_body, result
-        measured = times[min(3, len(times) - 1):]
-        return {"size": size, "us_per_span": common.median(measured) / size * 1e6,
-                "ms_per_commit": common.median(measured) * 1e3,
-                "mean_us_per_span": sum(measured) / (len(measured) * size) * 1e6}
+            if fold_each:
+                started = time.perf_counter()
+                store.fold()
+                folds.append(time.perf_counter() - started)
+        warm = min(3, len(times) - 1)
+        measured = times[warm:]
+        row = {"size": size, "us_per_span": common.median(measured) / size * 1e6,
+               "ms_per_commit": common.median(measured) * 1e3,
+               "mean_us_per_span": sum(measured) / (len(measured) * size) * 1e6}
+        if folds:
+            row["fold_mean_us_per_span"] = sum(folds[warm:]) / (len(folds[warm:]) * size) * 1e6
+        return row
     finally:
         store.close()
 
@@ -59,15 +69,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commits", type=int, default=30, help="commits of each size (the first 3 warm up)")
     p.add_argument("--sizes", default="512,1024,8192", help="spans per commit, comma-separated")
     p.add_argument("--roots-only", action="store_true", help="a run and a score on every span, as ingest.py's")
+    p.add_argument("--fold-each", action="store_true",
+                   help="no fold thread: fold after each commit and time it (the fold's cost by the size of its tail)")
     args = p.parse_args(argv)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lousho-append-") as tmp:
-        rows = [measure(int(size), args.commits, Path(tmp), args.roots_only) for size in args.sizes.split(",")]
+        rows = [measure(int(size), args.commits, Path(tmp), args.roots_only, args.fold_each)
+                for size in args.sizes.split(",")]
     print(f"SpanStore.append, one thread, {otlp_native.NAME} decoder; load {load_before[0]:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after")
     for row in rows:
+        fold = f"   fold {row['fold_mean_us_per_span']:6.2f} µs/span (mean)" if "fold_mean_us_per_span" in row else ""
         print(f"  {row['size']:6,} spans per commit: {row['us_per_span']:6.2f} µs/span   "
-              f"{row['ms_per_commit']:7.2f} ms per commit (median)   {row['mean_us_per_span']:6.2f} µs/span (mean)")
+              f"{row['ms_per_commit']:7.2f} ms per commit (median)   "
+              f"{row['mean_us_per_span']:6.2f} µs/span (mean){fold}")
     print(f"reproduce: {common.reproduce_command()}")
     return 0
 

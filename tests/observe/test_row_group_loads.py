@@ -16,9 +16,8 @@ from lousho.observe.store.span_store import AppendResult, SpanStore
 from lousho.observe.store.writer import MAX_BATCH_SPANS, ROW_GROUP_ROWS, Writer
 
 SPANS_PER_BODY = 512
-# The loader takes its first load as soon as bodies come (a few); the rest queue behind it while the store is
-# gated: a full load, then what is left.
-BODIES = MAX_BATCH_SPANS // SPANS_PER_BODY + 96  # the first load took 41 bodies here
+# The first body is the loader's first load, held at the gate; the rest queue behind it: a full load, and one more.
+BODIES = 1 + MAX_BATCH_SPANS // SPANS_PER_BODY + 1
 
 
 class _RecordingStore(SpanStore):
@@ -28,6 +27,7 @@ class _RecordingStore(SpanStore):
     def __init__(self, path: Path) -> None:
         super().__init__(path, fold_thread=False)
         self.gate = threading.Event()
+        self.entered = threading.Event()  # the first load is at the gate
         self.loads: list[tuple[int, int]] = []
         self._wal = path.with_name(path.name + ".wal")
 
@@ -35,6 +35,7 @@ class _RecordingStore(SpanStore):
         return self._wal.stat().st_size if self._wal.exists() else 0
 
     def append(self, batches, spool_seq=None) -> AppendResult:  # noqa: ANN001 (the base's signature)
+        self.entered.set()
         assert self.gate.wait(60)
         before = self._wal_bytes()
         result = super().append(batches, spool_seq=spool_seq)
@@ -59,8 +60,10 @@ def test_a_backlog_loads_in_row_groups_that_skip_the_wal(tmp_path):
     store = _RecordingStore(tmp_path / "s.duckdb")
     writer = Writer(store, Metrics(), capacity_bytes=1 << 30, spool_bytes=1 << 30)
     try:
-        bodies = _bodies()
-        for body in bodies:
+        first, *rest = _bodies()
+        writer.submit(otlp_native.check_protobuf(first), len(first), first).result(10)
+        assert store.entered.wait(10)  # however fast the rest come, they queue behind this load
+        for body in rest:
             writer.submit(otlp_native.check_protobuf(body), len(body), body).result(10)
         store.gate.set()
         assert writer.wait_loaded(120) == 0

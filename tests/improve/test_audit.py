@@ -119,7 +119,7 @@ def _truncate_tail(paths: Paths) -> None:
 
 
 def _edit_last(paths: Paths) -> None:
-    # The field, not the bytes "1234": those also turn up in the line's ``prev`` hash about once in 500 logs.
+    # The field, not the bytes "1234": those also turn up in the line's ``prev`` hash about once in 1,000 logs.
     lines = read_lines(paths)
     entry = json.loads(lines[-1])
     entry["tokens"] = 1

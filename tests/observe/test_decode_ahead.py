@@ -4,32 +4,18 @@ budget. Past the window bodies stay bodies, and are decoded as the loader comes 
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Future
-from pathlib import Path
 
+from gated_store_support import GatedStore
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.decode import otlp_native
 from lousho.observe.metrics import Metrics
-from lousho.observe.store.span_store import AppendResult, SpanStore
 from lousho.observe.store.writer import DECODE_AHEAD_WINDOW_LOADS, MAX_BATCH_SPANS, Writer
 
 SPANS = 400
 WINDOW_SPANS = DECODE_AHEAD_WINDOW_LOADS * MAX_BATCH_SPANS
 REQUESTS = 3 * WINDOW_SPANS // SPANS  # the queue three windows long
-
-
-class _GatedStore(SpanStore):
-    """A slow store: every append waits until the test opens the gate."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, fold_thread=False)
-        self.gate = threading.Event()
-
-    def append(self, batches, spool_seq=None) -> AppendResult:  # noqa: ANN001 (the base's signature)
-        assert self.gate.wait(60)
-        return super().append(batches, spool_seq=spool_seq)
 
 
 def _decoded_ahead(writer: Writer) -> tuple[int, int]:
@@ -41,7 +27,7 @@ def _decoded_ahead(writer: Writer) -> tuple[int, int]:
 
 
 def test_decoding_ahead_of_a_slow_store_stays_within_its_window(tmp_path):
-    store = _GatedStore(tmp_path / "s.duckdb")
+    store = GatedStore(tmp_path / "s.duckdb")
     writer = Writer(store, Metrics(), capacity_bytes=1 << 30, spool_bytes=1 << 30)
     try:
         trace_id = new_ids()[0]

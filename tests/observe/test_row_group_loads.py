@@ -1,46 +1,19 @@
 """A loader behind by more than one of DuckDB's row groups loads at least a row group at once: DuckDB then writes
 the rows straight to the database file, compressed, and its WAL gets only their place. Smaller loads wrote every
-row to the WAL (about 730 bytes a span) and again at the checkpoint, which held the committed rate to about
-half of what the same store takes in row groups."""
+row to the WAL (480-730 bytes a span) and again at the checkpoint."""
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-
+from gated_store_support import GatedStore
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.decode import otlp_native
 from lousho.observe.metrics import Metrics
-from lousho.observe.store.span_store import AppendResult, SpanStore
 from lousho.observe.store.writer import MAX_BATCH_SPANS, ROW_GROUP_ROWS, Writer
 
 SPANS_PER_BODY = 512
 # The first body is the loader's first load, held at the gate; the rest queue behind it: a full load, and one more.
 BODIES = 1 + MAX_BATCH_SPANS // SPANS_PER_BODY + 1
-
-
-class _RecordingStore(SpanStore):
-    """The real store; each append waits for the gate and records the spans it inserted and the bytes its
-    commit added to the WAL."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, fold_thread=False)
-        self.gate = threading.Event()
-        self.entered = threading.Event()  # the first load is at the gate
-        self.loads: list[tuple[int, int]] = []
-        self._wal = path.with_name(path.name + ".wal")
-
-    def _wal_bytes(self) -> int:
-        return self._wal.stat().st_size if self._wal.exists() else 0
-
-    def append(self, batches, spool_seq=None) -> AppendResult:  # noqa: ANN001 (the base's signature)
-        self.entered.set()
-        assert self.gate.wait(60)
-        before = self._wal_bytes()
-        result = super().append(batches, spool_seq=spool_seq)
-        self.loads.append((result.inserted, self._wal_bytes() - before))
-        return result
 
 
 def _bodies() -> list[bytes]:
@@ -57,7 +30,7 @@ def _bodies() -> list[bytes]:
 
 
 def test_a_backlog_loads_in_row_groups_that_skip_the_wal(tmp_path):
-    store = _RecordingStore(tmp_path / "s.duckdb")
+    store = GatedStore(tmp_path / "s.duckdb")
     writer = Writer(store, Metrics(), capacity_bytes=1 << 30, spool_bytes=1 << 30)
     try:
         first, *rest = _bodies()

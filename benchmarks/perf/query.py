@@ -413,10 +413,10 @@ def _pass_rate(client: StoreClient, ctx: dict[str, Any]) -> int:
 
 
 def _monitor(client: StoreClient, ctx: dict[str, Any]) -> int:
-    """The regression trigger's poll of one agent (trigger._LIVE_RUNS: its live revision's newest runs)."""
-    from lousho.observe.trigger.cycle import _LIVE_RUNS
+    """The regression trigger's poll of one agent (trigger/live_runs.LIVE_RUNS: its live revision's newest runs)."""
+    from lousho.observe.trigger.live_runs import LIVE_RUNS
 
-    return client.sql(_LIVE_RUNS, [common.AGENTS[0], 40]).height
+    return client.sql(LIVE_RUNS, [common.AGENTS[0], 40]).height
 
 
 TIMINGS: list[Timing] = [

@@ -40,6 +40,17 @@ _CONFIG = {"enable_external_access": False, "autoinstall_known_extensions": Fals
 # is large). The writer checkpoints when it is idle instead; this bound only caps the WAL (and crash
 # replay) under load that never lets up.
 _WRITER_CONFIG = {**_CONFIG, "checkpoint_threshold": "256MB"}
+# Rows per row group the writer gives the tables (DuckDB's default: 122,880). A transaction that adds at least a
+# row group of rows to a table has them written straight to the file, compressed, and its commit writes only their
+# place to the WAL; a smaller one writes every row to the WAL (480-730 bytes a span here, more for the fold's wide
+# rows) and again at the checkpoint. With smaller groups, most of a busy loader's loads and of the fold's writes (a
+# row per run: one per span when every span is a run) take the first way. DuckDB takes the size when it attaches a
+# file, as a setting of that attachment (the file does not keep it), hence ``_connect_writer``. Readers of any
+# size's groups read the others'.
+ROW_GROUP_ROWS = 16_384
+# The store's catalog name when the file's own stem would clash with DuckDB's.
+_FALLBACK_CATALOG = "store"
+_RESERVED_CATALOGS = frozenset({"memory", "system", "temp", "main"})
 # After a full disk, ``recover`` tries again only once the file system has this much room: a commit needs
 # little, but a checkpoint that finds no room invalidates the database and costs a reopen.
 RESUME_FREE_BYTES = 8 * 1024 * 1024
@@ -215,7 +226,7 @@ class SpanStore:
             self.compacted_at_open = store_compaction.compact(self._con, _REFOLD)
             store_compaction.load_recent(self._con, self._recent)
             self._commit_seq = int(self._con.execute(_LAST_COMMIT_SEQ).fetchall()[0][0])
-            self._fold = RunsFold(self._con.cursor())
+            self._fold = RunsFold(self._cursor())
             self._fold.fold_now()
             if fold_thread:
                 self._fold.start(self._fold_nice)
@@ -364,7 +375,7 @@ class SpanStore:
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor on the same database: sees committed data, safe to use from another thread."""
-        return self._con.cursor()
+        return self._cursor()
 
     def checkpoint(self, wait: bool = False) -> bool:
         """Fold the WAL into the file; returns whether it ran (False: skipped, try again later).
@@ -428,15 +439,21 @@ class SpanStore:
         self._con = self._open()
         lock_configuration(self._con)
         self._invalidated = False
-        self._fold = RunsFold(self._con.cursor())
+        self._fold = RunsFold(self._cursor())
         if self._fold_thread:
             self._fold.start(self._fold_nice)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         """The writer's connection, opened from a thread at the background priority: the database's worker
         threads start with it and keep that priority."""
-        return cpu_priority.in_lowered_thread(
-            self._nice, lambda: _connect(self.path, read_only=False, config=self._config))
+        return cpu_priority.in_lowered_thread(self._nice, lambda: _connect_writer(self.path, self._config))
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new connection to the store: a cursor starts on the instance's in-memory catalog, so it is moved
+        to the store's."""
+        cursor = self._con.cursor()
+        cursor.execute(f"USE {_catalog(self.path)}")
+        return cursor
 
     def close(self) -> None:
         self._fold.stop()
@@ -500,6 +517,30 @@ def _connect(path: Path, *, read_only: bool, config: dict[str, str | bool]) -> d
         return duckdb.connect(str(path), read_only=read_only, config=config)
     except duckdb.Error as e:
         raise store_damage.open_error(path, e) from None
+
+
+def _connect_writer(path: Path, config: dict[str, str | bool]) -> duckdb.DuckDBPyConnection:
+    """The writer's connection: the store file attached, with ``ROW_GROUP_ROWS``, to an in-memory instance whose
+    settings are ``config``. Files are closed to SQL only once the store is attached."""
+    store_damage.refuse_other_kinds(path)
+    settings = {name: value for name, value in config.items() if name != "enable_external_access"}
+    con = duckdb.connect(":memory:", config=settings)
+    try:
+        catalog = _catalog(path)
+        literal = str(path).replace("'", "''")
+        con.execute(f"ATTACH '{literal}' AS {catalog} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+        con.execute(f"USE {catalog}")
+        con.execute(f"SET enable_external_access = {str(config.get('enable_external_access', True)).lower()}")
+    except duckdb.Error as e:
+        con.close()
+        raise store_damage.open_error(path, e) from None
+    return con
+
+
+def _catalog(path: Path) -> str:
+    """The store's catalog name, quoted: the file's stem, as ``duckdb.connect`` names it."""
+    name = path.stem if path.stem.lower() not in _RESERVED_CATALOGS else _FALLBACK_CATALOG
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _free_bytes(path: Path) -> int:

@@ -50,13 +50,10 @@ from lousho.observe.store.writer_upkeep import (
 
 logger = logging.getLogger(__name__)
 
-# The most spans one load takes. Past DuckDB's row group (122,880 rows) a transaction's rows go straight to the
-# database file, compressed, and the commit writes only their place to the WAL; a smaller load writes every row
-# to the WAL (480-730 bytes a span here) and again at the checkpoint. So a loader behind by more than a row
-# group takes more than one: with the fold running, 36,864-span loads cost 9.7 µs a span and 131,072-span loads
-# 7.3, checkpoints included (benchmarks/perf/append.py --sizes 36864,131072). An idle or lightly loaded loader's
+# The most spans one load takes. A load of at least a row group (span_store.ROW_GROUP_ROWS) goes straight to the
+# database file, compressed, where a smaller one writes every row to the WAL and again at the checkpoint; and each
+# commit has a cost of its own. So a loader behind takes large loads: MEASURED. An idle or lightly loaded loader's
 # loads stay small (by time: LOAD_INTERVAL_S, LOAD_MAX_WAIT_S), so this bounds only a backlog's.
-ROW_GROUP_ROWS = 122_880
 MAX_BATCH_SPANS = 131_072
 # Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are
 # acked: a body of tiny spans decodes to 6-19x its size, so eager decoding of many would hold that much.

@@ -209,6 +209,13 @@ def merged_select(parts: tuple[Part, ...], old_table: str, new_table: str) -> st
     return ", ".join(f"{sql} AS {name}" for part in parts for name, sql in merges(part, old_table, new_table))
 
 
+def alone_select(parts: tuple[Part, ...], new_table: str) -> str:
+    """What ``merged_select`` gives when there is no stored row, without the merge: the incoming row's columns
+    (a count no row had is 0, as the merge makes it)."""
+    return ", ".join(f"coalesce({new_table}.{name}, 0) AS {name}" if part.kind == "count" else f"{new_table}.{name}"
+                     for part in parts for name, _ in columns(part))
+
+
 def implicit_run_id(table: str = "") -> str:
     """The id of the run a trace is by itself (no span with a run id): NULL when it is none."""
     t = f"{table}." if table else ""

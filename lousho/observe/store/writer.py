@@ -52,8 +52,10 @@ logger = logging.getLogger(__name__)
 
 # The most spans one load takes. A load of at least a row group (span_store.ROW_GROUP_ROWS) goes straight to the
 # database file, compressed, where a smaller one writes every row to the WAL and again at the checkpoint; and each
-# commit has a cost of its own. So a loader behind takes large loads: MEASURED. An idle or lightly loaded loader's
-# loads stay small (by time: LOAD_INTERVAL_S, LOAD_MAX_WAIT_S), so this bounds only a backlog's.
+# commit has a cost of its own. So a loader behind takes large loads: with the fold running, 16,384-span loads cost
+# 7.7 µs a span, 36,864-span loads 6.6 and 131,072-span loads 6.4, checkpoints included (benchmarks/perf/append.py
+# --sizes 16384,36864,131072). An idle or lightly loaded loader's loads stay small (by time: LOAD_INTERVAL_S,
+# LOAD_MAX_WAIT_S), so this bounds only a backlog's.
 MAX_BATCH_SPANS = 131_072
 # Bodies this large are decoded by the loader itself, one load at a time, rather than as soon as they are
 # acked: a body of tiny spans decodes to 6-19x its size, so eager decoding of many would hold that much.

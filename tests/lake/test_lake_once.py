@@ -82,7 +82,8 @@ def test_a_daemon_that_lost_its_name_ships_and_prunes_nothing_until_it_holds_it_
         assert shipper.shipped() == shipper.state.position > 0
         # Another session takes the name the moment this daemon's session ends.
         with psycopg.connect(lake_url, autocommit=True) as other:
-            other.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            # The timeout: wait until the backend has gone and released its lock (without it this raced the next line).
+            other.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' "
                           "AND ((classid::bigint << 32) | objid::bigint) = %s", [lock_key(name_role("d0"))])
             assert other.execute("SELECT pg_try_advisory_lock(%s)", [lock_key(name_role("d0"))]).fetchone()[0]
             store.append(_spans(2))

@@ -57,7 +57,8 @@ def test_a_backlog_loads_in_row_groups_that_skip_the_wal(tmp_path):
 
 def test_the_store_is_written_in_its_own_row_groups(tmp_path):
     """A load of one of the store's row groups skips the WAL, though DuckDB's own row group is 7.5 times as large;
-    one body fewer goes through it. Readers and the store's catalog (the file's stem) are as before."""
+    the next load, one body short of a row group, goes through it. Readers and the store's catalog (the file's
+    stem) are as before."""
     path = tmp_path / "small-groups.duckdb"
     wal = path.with_name(path.name + ".wal")
     store = SpanStore(path, fold_thread=False)

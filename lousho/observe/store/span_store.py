@@ -205,6 +205,7 @@ class SpanStore:
         if memory_limit:
             config["memory_limit"] = memory_limit
         self.path = path
+        self._catalog = _catalog(path)
         self.damaged: StoreCorrupt | None = None
         self.disk_full: StoreDiskFull | None = None
         self._invalidated = False  # by a fatal error on a full disk: DuckDB refuses all until reopened
@@ -452,7 +453,7 @@ class SpanStore:
         """A new connection to the store: a cursor starts on the instance's in-memory catalog, so it is moved
         to the store's."""
         cursor = self._con.cursor()
-        cursor.execute(f"USE {_catalog(self.path)}")
+        cursor.execute(f"USE {self._catalog}")
         return cursor
 
     def close(self) -> None:
@@ -499,7 +500,11 @@ def open_read_only(path: Path) -> duckdb.DuckDBPyConnection:
     """Open a store file no daemon is writing, read-only, with the SQL API's restrictions."""
     if not path.exists():
         raise StoreMissing(f"no store at {path}")
-    con = _connect(path, read_only=True, config=dict(_CONFIG))
+    store_damage.refuse_other_kinds(path)
+    try:
+        con = duckdb.connect(str(path), read_only=True, config=dict(_CONFIG))
+    except duckdb.Error as e:
+        raise store_damage.open_error(path, e) from None
     try:
         schema.check_readable(con)
     except duckdb.Error as e:
@@ -509,14 +514,6 @@ def open_read_only(path: Path) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
-
-
-def _connect(path: Path, *, read_only: bool, config: dict[str, str | bool]) -> duckdb.DuckDBPyConnection:
-    store_damage.refuse_other_kinds(path)
-    try:
-        return duckdb.connect(str(path), read_only=read_only, config=config)
-    except duckdb.Error as e:
-        raise store_damage.open_error(path, e) from None
 
 
 def _connect_writer(path: Path, config: dict[str, str | bool]) -> duckdb.DuckDBPyConnection:
@@ -530,7 +527,8 @@ def _connect_writer(path: Path, config: dict[str, str | bool]) -> duckdb.DuckDBP
         literal = str(path).replace("'", "''")
         con.execute(f"ATTACH '{literal}' AS {catalog} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
         con.execute(f"USE {catalog}")
-        con.execute(f"SET enable_external_access = {str(config.get('enable_external_access', True)).lower()}")
+        if config.get("enable_external_access") is False:
+            con.execute("SET enable_external_access = false")
     except duckdb.Error as e:
         con.close()
         raise store_damage.open_error(path, e) from None

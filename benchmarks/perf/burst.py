@@ -16,10 +16,14 @@ Each burst goes to the daemon, whose ``spans`` table is then counted per service
 control receiver: an HTTP and a gRPC server in this process that ack every request at once and store
 nothing, so what the SDK delivers to it is the most any receiver could store; what it loses, the SDK
 dropped on its own (its encoder runs in the agent's process, on the agent's GIL). Reported per burst:
-spans created, stored, lost, how deep the SDK's queue was when the burst ended, how long creating took,
+spans created, stored, lost, how deep the SDK's queue was when the burst ended, how many exports the SDK
+made and how long one took (its encoding, the request and the wait for the answer), how long creating took,
 and the machine's load average; medians over ``--repeats``, beside the goals: at the SDK's defaults the
 daemon stores at least 97% of what the control got; with the helper or the documented variables, every
-span, each time. First, in this process, what one span of the burst costs while it waits in the queue.
+span, each time. A burst's count moves by whole exports (512 spans, 4% of the control's), so the share at the
+defaults comes with a paired bootstrap interval: at 11 repeats it spans about 10 points, at 41 about 6; judge
+the goal on 41 (``--repeats 41 --modes sdk-defaults``, about 6 minutes).
+First, in this process, what one span of the burst costs while it waits in the queue.
 
 Not a timed test: run by hand. Everything it starts is stopped in ``finally``; traffic stays on 127.0.0.1.
 """
@@ -44,6 +48,7 @@ from typing import Any
 
 import _common as common
 import grpc
+import numpy as np
 
 from lousho.observe.client.export import BATCH_SETTINGS
 from lousho.observe.client.process import DaemonProcess, start_daemon
@@ -54,6 +59,9 @@ PROTOCOLS = ("http/protobuf", "grpc")
 MODES = ("sdk-defaults", "helper", "documented")
 # The share of the control's spans the daemon must store when the SDK runs at its defaults.
 DEFAULTS_GOAL = 0.97
+# One burst's count moves by whole exports of 512 spans (4% of the control's), so a share of medians over a few
+# repeats swings by several points between runs of the same tree: the share is quoted with a bootstrap interval.
+BOOTSTRAP_RESAMPLES = 10_000
 
 
 def _provider(mode: str, protocol: str, endpoint: str, service: str) -> Any:
@@ -113,8 +121,22 @@ def make_spans(tracer: Any, service: str, spans: int) -> int:
 def child(mode: str, protocol: str, endpoint: str, service: str, spans: int) -> None:
     """The agent: one process. Prints what it did as one JSON line."""
     provider = _provider(mode, protocol, endpoint, service)
+    batcher = provider._active_span_processor._span_processors[0]._batch_processor
     # The SDK's queue, read once when the burst ends: how much of the burst was still waiting to be sent.
-    queue = provider._active_span_processor._span_processors[0]._batch_processor._queue
+    queue = batcher._queue
+    # Each export timed (the SDK's encoding, the request and the wait for its answer): what a receiver's ack
+    # costs the agent, beside the control's.
+    exporter, export_seconds = batcher._exporter, []
+    export = exporter.export
+
+    def timed_export(batch: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return export(batch)
+        finally:
+            export_seconds.append(time.perf_counter() - started)
+
+    exporter.export = timed_export
     tracer = provider.get_tracer("lousho.burst")
     started = time.perf_counter()
     made = make_spans(tracer, service, spans)
@@ -122,7 +144,8 @@ def child(mode: str, protocol: str, endpoint: str, service: str, spans: int) -> 
     queued = len(queue)
     provider.shutdown()
     print(json.dumps({"created": made, "create_seconds": created_s, "queued_at_end": queued,
-                      "flushed_seconds": time.perf_counter() - started}), flush=True)
+                      "flushed_seconds": time.perf_counter() - started, "exports": len(export_seconds),
+                      "export_ms_p50": common.median(export_seconds) * 1e3 if export_seconds else None}), flush=True)
 
 
 def queued_span_bytes(spans: int) -> float:
@@ -230,6 +253,7 @@ def one_burst(receiver: DaemonProcess | Control, mode: str, protocol: str, servi
             "receiver": "control" if isinstance(receiver, Control) else "daemon",
             "created": report["created"], "stored": count, "lost": report["created"] - count,
             "queued_at_end": report["queued_at_end"], "create_seconds": round(report["create_seconds"], 3),
+            "exports": report["exports"], "export_ms_p50": report["export_ms_p50"],
             "flush_seconds": round(report["flushed_seconds"], 3), "load_1m_before": load_before,
             "load_1m_after": os.getloadavg()[0]}
 
@@ -243,6 +267,21 @@ def _count(daemon: DaemonProcess, service: str) -> int:
         return int(json.loads(response.read())["rows"][0]["n"])
 
 
+def share_interval(stored: list[int], control: list[int], seed: int = 0) -> tuple[float, float] | None:
+    """A 95% percentile-bootstrap interval for median(stored) / median(control), the repeats resampled in
+    pairs (a daemon burst and the control burst run next to it share the machine's state); None with fewer
+    than 5 pairs."""
+    pairs = min(len(stored), len(control))
+    if pairs < 5:
+        return None
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, pairs, size=(BOOTSTRAP_RESAMPLES, pairs))
+    shares = (np.median(np.asarray(stored[:pairs])[picks], axis=1)
+              / np.median(np.asarray(control[:pairs])[picks], axis=1))
+    low, high = np.percentile(shares, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def summarise(bursts: list[dict[str, Any]], spans: int) -> list[dict[str, Any]]:
     """Per mode and exporter: medians and ranges of the daemon's and the control's counts, and the goal."""
     rows = []
@@ -254,7 +293,11 @@ def summarise(bursts: list[dict[str, Any]], spans: int) -> list[dict[str, Any]]:
                        (mode, protocol, "control")]
             if not stored:
                 continue
+            export_ms = {receiver: [b["export_ms_p50"] for b in bursts if b["export_ms_p50"] is not None and
+                                    (b["mode"], b["protocol"], b["receiver"]) == (mode, protocol, receiver)]
+                         for receiver in ("daemon", "control")}
             row: dict[str, Any] = {"mode": mode, "protocol": protocol, "stored_median": common.median(stored),
+                                   "export_ms_p50": {k: common.median(v) if v else None for k, v in export_ms.items()},
                                    "stored_range": [min(stored), max(stored)],
                                    "control_median": common.median(control) if control else None,
                                    "control_range": [min(control), max(control)] if control else None}
@@ -262,6 +305,7 @@ def summarise(bursts: list[dict[str, Any]], spans: int) -> list[dict[str, Any]]:
                 row["goal"] = f"stored >= {DEFAULTS_GOAL:.0%} of the control"
                 row["share_of_control"] = (row["stored_median"] / row["control_median"]
                                            if row["control_median"] else None)
+                row["share_interval_95"] = share_interval(stored, control) if control else None
                 # Not judged without the control: the goal is a share of what it got.
                 row["met"] = None if row["share_of_control"] is None else row["share_of_control"] >= DEFAULTS_GOAL
             else:
@@ -311,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                             bursts.append(b)
                             common.say(args.json, f"  {mode:12} {protocol:13} {b['receiver']:7} created "
                                        f"{b['created']:,} stored {b['stored']:,} lost {b['lost']:,} (queued at "
-                                       f"the end {b['queued_at_end']:,}; created in {b['create_seconds']} s, "
+                                       f"the end {b['queued_at_end']:,}; {b['exports']} exports, "
+                                       f"{b['export_ms_p50'] or 0:.1f} ms p50; created in {b['create_seconds']} s, "
                                        f"flushed at {b['flush_seconds']} s; load {b['load_1m_before']:.2f})")
         finally:
             daemon.stop()
@@ -330,6 +375,13 @@ def main(argv: list[str] | None = None) -> int:
             ceiling = (f"; the instant-ack control got {row['control_median']:,.0f} "
                        f"({row['control_range'][0]:,}-{row['control_range'][1]:,})" if row["control_median"] else "")
             share = (f", {row['share_of_control']:.1%} of the control" if row.get("share_of_control") else "")
+            if row.get("share_interval_95"):
+                low, high = row["share_interval_95"]
+                share += f" (95% bootstrap interval {low:.1%}-{high:.1%} over {args.repeats} repeats)"
+            exports = row["export_ms_p50"]
+            if exports["daemon"] is not None and exports["control"] is not None:
+                share += (f"; an export took {exports['daemon']:.1f} ms p50 against the control's "
+                          f"{exports['control']:.1f}")
             print(f"{row['mode']:12} {row['protocol']:13} stored median {row['stored_median']:,.0f} of "
                   f"{args.spans:,} ({row['stored_range'][0]:,}-{row['stored_range'][1]:,}){ceiling}{share}. "
                   f"Goal: {row['goal']}: {verdicts[row['met']]}")

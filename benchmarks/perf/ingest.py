@@ -425,6 +425,7 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
         extra += ["--queue-mib", str(args.queue_mib)]
     if args.loader_nice is not None:
         extra += ["--loader-nice", str(args.loader_nice)]
+    extra += args.daemon_args
     daemon: DaemonProcess | None = None
     try:
         daemon = start_daemon(db, *extra)
@@ -750,6 +751,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--parse-seconds", type=float, default=1.5,
                    help="CPU seconds per parse-only measurement")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--daemon-arg", dest="daemon_args", action="append", default=[],
+                   help="passed to the daemon, one word each: --daemon-arg=--load-interval --daemon-arg=0.06")
     p.add_argument("--peer", choices=["phoenix"], default=None)
     p.add_argument("--peer-seconds", type=float, default=20.0)
     p.add_argument("--peer-settle-max", type=float, default=300.0,

@@ -55,10 +55,13 @@ def _metric(url: str, name: str) -> float:
 
 
 def _spool_empties(url: str) -> None:
-    """Wait for the loaded segments to go (after the loader's checkpoint): the spool then takes any one body."""
+    """Wait for the loaded segments to go (after the loader's checkpoint): the spool then takes any one body.
+    The loader checkpoints for the spool once a quarter of it is loaded, so the bodies before must add up to
+    more than that."""
     deadline = time.monotonic() + 30
     while _metric(url, "lousho_spool_bytes") and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert _metric(url, "lousho_spool_bytes") == 0
 
 
 @pytest.mark.system
@@ -70,7 +73,7 @@ def test_a_full_disk_answers_503_heals_without_restart_and_loses_no_acked_span(s
     daemon = start_daemon(db, "--spool-mib", "0.25")
     acked: list[str] = []
     try:
-        body, ids = _body(spans=20, value_bytes=2000)
+        body, ids = _body(spans=40, value_bytes=2000)  # 80 KB: past a quarter of the spool, so a checkpoint
         assert post(daemon.url, "/v1/traces", body, PROTOBUF).status == 200
         acked += ids
 

@@ -9,13 +9,16 @@ and the per-request cost on the client is a few microseconds of byte copying.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
+import re
 import shlex
 import statistics
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,6 +305,23 @@ def raise_sender_errors(reports: Sequence[Any], what: str) -> None:
     errors = [r.error for r in reports if r.error]
     if errors:
         raise RuntimeError(f"{what} failed: " + "; ".join(errors))
+
+
+def daemon_metrics(url: str) -> str:
+    """The text of a daemon's ``/metrics``."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        conn.request("GET", "/metrics")
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()
+
+
+def metric_value(text: str, name: str) -> float:
+    """One unlabelled sample of ``/metrics`` text (0 when absent)."""
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def reproduce_command() -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -32,11 +31,6 @@ from lousho.observe.client.process import DaemonProcess, start_daemon
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 GOAL_MS = 5.0
-
-
-def _metric(text: str, name: str) -> float:
-    found = re.search(rf"^{name} (\S+)$", text, re.M)
-    return float(found.group(1)) if found else 0.0
 
 
 def _timed(send: Callable[[bytes], None], bodies: list[bytes], pause_s: float) -> list[float]:
@@ -89,16 +83,6 @@ def sync_control(directory: Path, bodies: list[bytes], pause_s: float) -> list[f
         path.unlink()
 
 
-def metrics(daemon: DaemonProcess) -> str:
-    parts = urllib.parse.urlsplit(daemon.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    try:
-        conn.request("GET", "/metrics")
-        return conn.getresponse().read().decode()
-    finally:
-        conn.close()
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bodies", type=int, default=100, help="requests of each size and protocol (first 10 warm up)")
@@ -119,13 +103,14 @@ def main(argv: list[str] | None = None) -> int:
             for size, make in sizes.items():
                 for protocol, acks in (("http", http_acks), ("grpc", grpc_acks)):
                     bodies = make()
-                    before = metrics(daemon)
+                    before = common.daemon_metrics(daemon.url)
                     ack = acks(daemon, bodies, args.pause)[10:]
-                    after = metrics(daemon)
+                    after = common.daemon_metrics(daemon.url)
                     sync = sync_control(Path(tmp), bodies, args.pause)[10:]
-                    syncs = _metric(after, "lousho_spool_syncs_total") - _metric(before, "lousho_spool_syncs_total")
-                    spent = (_metric(after, "lousho_spool_sync_seconds_sum")
-                             - _metric(before, "lousho_spool_sync_seconds_sum"))
+                    syncs = (common.metric_value(after, "lousho_spool_syncs_total")
+                             - common.metric_value(before, "lousho_spool_syncs_total"))
+                    spent = (common.metric_value(after, "lousho_spool_sync_seconds_sum")
+                             - common.metric_value(before, "lousho_spool_sync_seconds_sum"))
                     rows.append({
                         "size": size, "protocol": protocol, "body_kib": len(bodies[0]) / 1024,
                         "ack_p50": common.percentile(ack, 50) * 1e3, "ack_p99": common.percentile(ack, 99) * 1e3,

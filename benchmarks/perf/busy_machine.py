@@ -28,17 +28,7 @@ SPANS_PER_BODY = 1000
 
 
 def _metric(daemon: DaemonProcess, name: str) -> float:
-    parts = urllib.parse.urlsplit(daemon.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    try:
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-    finally:
-        conn.close()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise RuntimeError(f"{name} not in /metrics")
+    return common.metric_value(common.daemon_metrics(daemon.url), name)
 
 
 def _send_for(daemon: DaemonProcess, seconds: float, rate: float) -> int:

@@ -27,7 +27,6 @@ import gzip
 import http.client
 import itertools
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -111,17 +110,10 @@ def peak(daemon: DaemonProcess) -> float:
 def loaded(daemon: DaemonProcess, timeout: float = 120.0) -> None:
     """Wait until the loader has loaded every acked request: bodies are acked from the spool and decoded
     by the loader afterwards, so the peak must be read once it is done with them."""
-    parts = urllib.parse.urlsplit(daemon.url)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-        try:
-            conn.request("GET", "/metrics")
-            text = conn.getresponse().read().decode()
-        finally:
-            conn.close()
-        found = re.search(r"^lousho_loader_lag_seconds (\S+)$", text, re.M)
-        if found and float(found.group(1)) == 0.0:
+        text = common.daemon_metrics(daemon.url)
+        if "lousho_loader_lag_seconds" in text and common.metric_value(text, "lousho_loader_lag_seconds") == 0.0:
             return
         time.sleep(0.05)
     raise RuntimeError(f"the loader had not caught up after {timeout:g} s")

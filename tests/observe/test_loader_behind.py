@@ -12,8 +12,13 @@ from otlp_bodies import chat_span, new_ids, request
 from lousho.observe.decode import otlp_native
 from lousho.observe.metrics import Metrics
 from lousho.observe.store import writer as writer_module
+from lousho.observe.store import writer_upkeep
 from lousho.observe.store.span_store import SpanStore
 from lousho.observe.store.writer import Writer
+
+
+def test_the_loader_warns_at_the_default_read_wait() -> None:
+    assert writer_upkeep.BEHIND_WARN_S == writer_module.READ_WAIT_S
 
 
 def _send(writer: Writer) -> None:
@@ -36,7 +41,7 @@ def _episode(writer: Writer) -> None:
 
 
 def test_a_loader_behind_warns_once_per_episode_and_names_its_priority(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr(writer_module, "BEHIND_WARN_S", 0.5)
+    monkeypatch.setattr(writer_upkeep, "BEHIND_WARN_S", 0.5)
     caplog.set_level(logging.WARNING, logger=writer_module.__name__)
     store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
     writer = Writer(store, Metrics(), capacity_bytes=1 << 20, commit_delay=1.0, nice=10)
@@ -56,7 +61,7 @@ def test_a_loader_behind_warns_once_per_episode_and_names_its_priority(tmp_path,
 
 
 def test_a_loader_at_the_request_paths_priority_warns_without_the_priority_hint(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr(writer_module, "BEHIND_WARN_S", 0.5)
+    monkeypatch.setattr(writer_upkeep, "BEHIND_WARN_S", 0.5)
     caplog.set_level(logging.WARNING, logger=writer_module.__name__)
     store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
     writer = Writer(store, Metrics(), capacity_bytes=1 << 20, commit_delay=1.0)

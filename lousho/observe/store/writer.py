@@ -82,12 +82,6 @@ LOADER_RETRY_S = 0.5
 LOADER_RETRY_MAX_S = 8.0
 # How long a query waits for the loader to reach the acks it was sent after (read your acks).
 READ_WAIT_S = 5.0
-# Warn when the loader falls this far behind the acks, once until it catches up (to a tenth of it): past the
-# default read-wait a query answers before it sees the spans acked before it, and the spool fills towards its
-# 503s. The usual cause on a machine shared with CPU-bound work is the loader's lowered priority: beside three
-# spinning processes on two cores, a loader at nice 10 loaded 10,000 spans/s in 14 loads in 45 s, 6-9 s behind,
-# where one at nice 0 took 402 loads and stayed 0.01 s behind (benchmarks/perf/busy_machine.py).
-BEHIND_WARN_S = READ_WAIT_S
 
 
 def is_transient(error: BaseException) -> bool:
@@ -174,7 +168,6 @@ class Writer(LoaderUpkeep):
         self._compacted_at = time.monotonic()
         self._committed_since_compaction = False
         self._recover_at = 0.0  # monotonic: when to look for room again while the disk is full
-        self._warned_behind = False  # BEHIND_WARN_S: warned, and not caught up since
         self._decode_protobuf = otlp_native.protobuf_decoder()
         self._decode_json = otlp_json_native.json_decoder()
         # Under load, decodes acked bodies ahead of the loader (DECODE_AHEAD_SPANS).
@@ -395,17 +388,6 @@ class Writer(LoaderUpkeep):
                 logger.exception("the loader failed; retrying the same requests in %.1f s", backoff)
                 self._retry(items, backoff)
                 backoff = min(backoff * 2, LOADER_RETRY_MAX_S)
-
-    def _warn_if_behind(self) -> None:
-        lag = self.lag_seconds
-        if lag >= BEHIND_WARN_S and not self._warned_behind:
-            self._warned_behind = True
-            hint = (f"; it runs {self._nice} nice steps below the request path, and on a machine busy with other "
-                    "work --loader-nice 0 gives it an equal share" if self._nice > 0 else "")
-            logger.warning("the loader is %.0f s behind the acks (queries wait up to their read-wait, then "
-                           "answer with the lag; the spool fills towards refusals)%s", lag, hint)
-        elif lag < BEHIND_WARN_S / 10:
-            self._warned_behind = False
 
     def _retry(self, items: list[_Item], pause: float) -> None:
         """After a failure anywhere in one turn: the items not loaded go back to the head of the queue (unless

@@ -1,5 +1,5 @@
 """The loader's upkeep between loads: checkpoints (which let the spool delete what they made safe),
-compaction, the local window, and the looks for room while the disk is full.
+compaction, the local window, the looks for room while the disk is full, and the warning that it is behind.
 
 A mixin of ``Writer`` (writer.py): these run on the loader's thread only, and share its state.
 """
@@ -33,6 +33,13 @@ RECOVER_EVERY_S = 0.5
 # come to retry it, and every request would be refused until a restart.
 RELEASE_RETRY_S = 1.0
 
+# Warn when the loader falls this far behind the acks, once until it catches up (to a tenth of it): past the
+# default read-wait a query answers before it sees the spans acked before it, and the spool fills towards its
+# 503s. The usual cause on a machine shared with CPU-bound work is the loader's lowered priority: beside three
+# spinning processes on two cores, a loader at nice 10 loaded 10,000 spans/s in 14 loads in 45 s, 6-9 s behind,
+# where one at nice 0 took 402 loads and stayed 0.01 s behind (benchmarks/perf/busy_machine.py).
+BEHIND_WARN_S = 5.0  # the default read-wait (writer.READ_WAIT_S)
+
 
 class LoaderUpkeep:
     """What the loader does besides loading; the Writer's state it reads is declared here."""
@@ -50,6 +57,9 @@ class LoaderUpkeep:
     _window: tuple[float, Callable[[], int], float] | None
     _pruned_at: float
     _recover_at: float
+    _nice: int
+    _warned_behind: bool = False  # BEHIND_WARN_S: warned, and not caught up since
+    lag_seconds: float
 
     def _checkpoint_owed(self) -> bool:
         """Whether loaded segments wait for a checkpoint that an idle loader should run now: the spool's room
@@ -148,3 +158,14 @@ class LoaderUpkeep:
             logger.error("%s: %s; refusing spans (503) until there is room: %s", full.code, full.message, full.hint)
         else:
             logger.warning("the store has room again: taking spans")
+
+    def _warn_if_behind(self) -> None:
+        lag = self.lag_seconds
+        if lag >= BEHIND_WARN_S and not self._warned_behind:
+            self._warned_behind = True
+            hint = (f"; it runs {self._nice} nice steps below the request path, and on a machine busy with other "
+                    "work --loader-nice 0 gives it an equal share" if self._nice > 0 else "")
+            logger.warning("the loader is %.0f s behind the acks (queries wait up to their read-wait, then "
+                           "answer with the lag; the spool fills towards refusals)%s", lag, hint)
+        elif lag < BEHIND_WARN_S / 10:
+            self._warned_behind = False

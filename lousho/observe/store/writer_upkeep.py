@@ -36,8 +36,8 @@ RELEASE_RETRY_S = 1.0
 # Warn when the loader falls this far behind the acks, once until it catches up (to a tenth of it): past the
 # default read-wait a query answers before it sees the spans acked before it, and the spool fills towards its
 # 503s. The usual cause on a machine shared with CPU-bound work is the loader's lowered priority: beside three
-# spinning processes on two cores, a loader at nice 10 loaded 10,000 spans/s in 14 loads in 45 s, 6-9 s behind,
-# where one at nice 0 took 402 loads and stayed 0.01 s behind (benchmarks/perf/busy_machine.py).
+# spinning processes on two cores, a loader at nice 10 loaded 10,000 spans/s in 11-14 loads in 45 s, 5-9 s behind,
+# where one at nice 0 took 395-402 loads and stayed 0.01 s behind (benchmarks/perf/busy_machine.py).
 BEHIND_WARN_S = 5.0  # the default read-wait (writer.READ_WAIT_S)
 
 

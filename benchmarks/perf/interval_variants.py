@@ -29,6 +29,7 @@ from scipy.special import ndtri
 
 from lousho.analysis import interval_table
 from lousho.analysis.clustered import clustered_interval_rows, interval_from_cluster_sums
+from lousho.analysis.stats import wilson_arrays
 
 STICKY = (0.0, 0.5, 0.9)
 Z = float(ndtri(0.975))
@@ -46,11 +47,13 @@ def _cluster_sums(y: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.nd
     return runs, n, p, passes - runs * p[:, None]
 
 
-def _wilson(p: np.ndarray, n: np.ndarray, q: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    q2 = np.asarray(q) ** 2
+def _wilson(p: np.ndarray, n: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's bounds at a number of runs that need not be whole (runs over a design effect), which
+    ``stats.wilson_arrays`` refuses."""
+    q2 = q * q
     denom = 1 + q2 / n
     centre = (p + q2 / (2 * n)) / denom
-    half = np.asarray(q) / denom * np.sqrt(p * (1 - p) / n + q2 / (4 * n * n))
+    half = q / denom * np.sqrt(p * (1 - p) / n + q2 / (4 * n * n))
     return centre - half, centre + half
 
 
@@ -81,9 +84,10 @@ def score(y: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a_safe = np.where(a > 0, a, 1.0)
     low = np.where(a > 0, p - (-b + root) / (2 * a_safe), 0.0)
     high = np.where(a > 0, p - (-b - root) / (2 * a_safe), 1.0)
-    w_low, w_high = _wilson(p, n, Z)
+    w_low, w_high = wilson_arrays(np.rint(p * n), n)
     low, high = np.minimum(low, w_low), np.maximum(high, w_high)
-    c_low, c_high = _wilson(p, (runs > 0).sum(axis=1).astype(float), Z)
+    clusters = (runs > 0).sum(axis=1)
+    c_low, c_high = wilson_arrays(np.rint(p * clusters), clusters)  # used only where p is 0 or 1
     degenerate = (p <= 0) | (p >= 1)
     return (np.clip(np.where(degenerate, c_low, low), 0, 1), np.clip(np.where(degenerate, c_high, high), 0, 1))
 

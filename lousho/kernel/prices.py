@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import genai_prices
-from genai_prices.types import TieredPrices
+if TYPE_CHECKING:
+    import genai_prices
 
 # GenAI ``gen_ai.provider.name`` values whose id in the price table differs.
 _PROVIDER_IDS = {
@@ -70,7 +70,7 @@ def price(provider: str | None, models: tuple[str | None, ...], tokens: Tokens, 
         if provider_id is False:
             continue
         when = datetime.fromtimestamp(start_ns / 1e9, tz=UTC)
-        snapshot = genai_prices.data_snapshot.get_snapshot()
+        snapshot = _table()
         try:
             _, info = snapshot.find_provider_model(model, None, provider_id, None)
             model_price = info.get_prices(when)
@@ -87,7 +87,18 @@ def price(provider: str | None, models: tuple[str | None, ...], tokens: Tokens, 
     return None
 
 
+def _table() -> Any:
+    """The bundled price table. The package loads here, at the first span to price, not with this module: it
+    brings Pydantic and an HTTP client, a sixth of a second on every daemon start and CLI call that never
+    prices a span."""
+    import genai_prices.data_snapshot
+
+    return genai_prices.data_snapshot.get_snapshot()
+
+
 def _usage(tokens: Tokens) -> genai_prices.Usage:
+    import genai_prices
+
     return genai_prices.Usage(input_tokens=tokens.input, output_tokens=tokens.output,
                               cache_read_tokens=tokens.cache_read, cache_write_tokens=tokens.cache_creation,
                               output_reasoning_tokens=tokens.reasoning)
@@ -126,6 +137,8 @@ def _affine_price(model_price: Any, tokens: Tokens) -> Decimal | None:
 
 def _affine_forms(model_price: Any) -> tuple[tuple[int, ...], tuple[tuple[Decimal, ...] | None, ...]]:
     """Tier starts (they are counts of input tokens) and, between them, the price's affine form."""
+    from genai_prices.types import TieredPrices
+
     starts = sorted({tier.start for value in vars(model_price).values() if isinstance(value, TieredPrices)
                      for tier in value.tiers})
     lows = [0, *starts]
@@ -177,7 +190,7 @@ def _resolve(provider: str | None, model: str) -> str | bool:
     # A provider the table does not list (a proxy, a local server): let the table match the model name.
     candidates.append(None)
     resolved: str | bool = False
-    snapshot = genai_prices.data_snapshot.get_snapshot()
+    snapshot = _table()
     for candidate in candidates:
         try:
             found_provider, _ = snapshot.find_provider_model(model, None, candidate, None)

@@ -30,7 +30,6 @@ from lousho.observe.decode.otlp_native import NAME as DECODER
 from lousho.observe.errors import StoreDiskFull, bind_error
 from lousho.observe.lake.lake_client import LakeTarget
 from lousho.observe.lake.lake_query import LakeReader
-from lousho.observe.lake.lake_shipper import LakeShipper, default_name
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.grpc_server import start_grpc
 from lousho.observe.receive.http_app import PageFactory, build_app
@@ -77,6 +76,9 @@ def serve(config: DaemonConfig, announce=print, trigger: TriggerConfig | None = 
                       memory_limit=f"{config.memory_limit}B", background_nice=config.loader_nice)
     shipper = lake_reader = None
     if config.lake_catalog is not None and config.lake_data is not None:
+        # Loaded only with a lake: the shipper brings psycopg, a tenth of a second a start without one.
+        from lousho.observe.lake.lake_shipper import LakeShipper, default_name
+
         target = LakeTarget(config.lake_catalog, str(config.lake_data))
         # Before the writer: its replay of the spool commits at once, and no commit may take a number the lake
         # already holds for this daemon (the shipper raises the store's floor to its position).

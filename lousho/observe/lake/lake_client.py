@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pyarrow as pa
-from psycopg.conninfo import conninfo_to_dict
 
 from lousho.observe.errors import LakeFailed, LakeUnavailable
 from lousho.observe.lake import lake_schema
@@ -72,6 +70,10 @@ class LakeTarget:
 def catalog_params(url: str) -> tuple[dict[str, str], str | None]:
     """The catalog URL's libpq parameters, as libpq reads them (every query option such as ``sslmode``,
     ``sslrootcert`` or ``options`` kept, names percent-decoded), without the password, and the password."""
+    # psycopg loads here, not with the module: a daemon without a lake imports this module and never needs it.
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
     try:
         params = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
     except psycopg.ProgrammingError as e:

@@ -23,13 +23,15 @@ import json
 import math
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lousho.observe.errors import SqlUnsupportedType
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # DuckDB's infinite TIMESTAMP and DATE reach Arrow as the largest magnitudes of int64 and int32.
 _TS_INFINITY = 2**63 - 1
@@ -75,6 +77,9 @@ def plain_frame(table: pa.Table) -> pl.DataFrame | None:
     plain = [_plain_json_column(table.column(i)) for i in range(table.num_columns)]
     if not plain or any(column is None for column in plain):
         return None
+    # Polars loads at the first answer it writes, not at the daemon's start (a tenth of a second).
+    import polars as pl
+
     frame = pl.from_arrow(pa.table(plain, names=row_keys(table.column_names)))
     assert isinstance(frame, pl.DataFrame)
     return frame

@@ -96,3 +96,45 @@ def test_the_sub_commands_other_parts_add_to_runs_still_run_and_show_their_help(
     assert "unfinished run" in out and "lousho.recover.cli" in heavy
     out, _ = loaded("runs", "--help")
     assert all(name in out for name in ("pending", "outage", "resume", "approve", "show"))
+
+
+# A daemon serving until its first SIGTERM, in the probe's own process: which modules its start loaded.
+_DAEMON_PROBE = """
+import json, os, signal, sys, threading
+from lousho.cli import group
+from lousho.kernel.cli_support import run
+
+ready = threading.Event()
+
+
+class Watched:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        if "lousho observe ready" in text:
+            ready.set()
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+sys.stdout = Watched(sys.stdout)
+threading.Thread(target=lambda: ready.wait(60) and os.kill(os.getpid(), signal.SIGTERM), daemon=True).start()
+run(group, ["observe", "--db", sys.argv[1], "--port", "0", "--grpc-port", "0"], prog_name="lousho")
+late = {late!r}
+print(json.dumps(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in late))),
+      file=sys.stderr)
+"""
+
+
+@pytest.mark.system
+def test_a_daemon_without_a_lake_starts_without_the_price_table_psycopg_or_polars(tmp_path):
+    """They load where first used (a span to price, a lake, a JSON answer): a sixth of a second to a quarter of
+    a start's CPU (docs/performance.md, "Daemon start-up")."""
+    late = ("genai_prices", "pydantic", "psycopg", "polars")
+    out = subprocess.run([sys.executable, "-c", _DAEMON_PROBE.format(late=late), str(tmp_path / "o.duckdb")],
+                         capture_output=True, text=True, timeout=120)
+    assert "lousho observe ready" in out.stdout, out.stdout + out.stderr
+    assert json.loads(out.stderr.strip().splitlines()[-1]) == []

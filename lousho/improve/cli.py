@@ -164,12 +164,16 @@ def _setup(agent_dir: Path, check_path: Path | None, options: Any = None, rate_l
     from lousho.improve.loop_setup import LoopSetup
     from lousho.improve.options import StepOptions
 
-    if not agent_dir.is_dir():
-        raise UsageError(f"{agent_dir}: not a directory", code="LOUSHO_AGENT_DIR_INVALID",
-                         hint="pass the harness directory (it holds instructions.md and skills/<name>/SKILL.md)")
+    _check_agent_dir(agent_dir)
     recover_interrupted(agent_dir)
     return LoopSetup(agent_dir, check_path if check_path is not None else _no_check, options or StepOptions(),
                      dict(os.environ), rate_limit=rate_limit)
+
+
+def _check_agent_dir(agent_dir: Path) -> None:
+    if not agent_dir.is_dir():
+        raise UsageError(f"{agent_dir}: not a directory", code="LOUSHO_AGENT_DIR_INVALID",
+                         hint="pass the harness directory (it holds instructions.md and skills/<name>/SKILL.md)")
 
 
 def recover_interrupted(agent_dir: Path, *, quiet: bool = False) -> Any:
@@ -313,7 +317,9 @@ def status(agent_dir: Path, as_json: bool, observe: str | None, token: str | Non
 
     paths = Paths(agent_dir)
     recovery = recover_interrupted(agent_dir, quiet=True)
-    _setup(agent_dir, None)
+    # Only the directory's check: status reads files, and the loop's setup would load the gate's statistics
+    # (SciPy), three quarters of a second before printing anything.
+    _check_agent_dir(agent_dir)
     verdict = audit.verify(paths)
     data = {
         "revision": read_harness(agent_dir).revision, "config": asdict(load_config(paths)),

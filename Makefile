@@ -8,6 +8,9 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 # `make test` builds its environments in parallel (test-setup), and two apt-gets at once fail on dpkg's lock:
 # every apt-get below takes this lock first.
 APT := flock /tmp/lousho-apt.lock env DEBIAN_FRONTEND=noninteractive sh -c
+# pip compiles every installed module to bytecode, one after another: 20 of the 45 s lousho's venv took to install.
+# Python compiles a module when it is first imported instead, and the tests import a small part of what is installed.
+PIP_NO_COMPILE := --no-compile
 # A venv at $(1), installing python3-venv first where Debian leaves it out.
 make_venv = test -x $(1)/bin/python || $(PYTHON) -m venv $(1) || { \
 	echo "python3 -m venv failed; installing python3-venv"; \
@@ -19,7 +22,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "lousho needs Python >= 3.11"'
 	@$(call make_venv,$(VENV))
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q $(PIP_NO_COMPILE) -e '.[dev]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -54,7 +57,7 @@ AGENT_VENVS := $(patsubst tests/frameworks/%/requirements.txt,.venv-%/.installed
 
 .venv-%/.installed: tests/frameworks/%/requirements.txt
 	@$(call make_venv,.venv-$*)
-	.venv-$*/bin/python -m pip install -q -r $<
+	.venv-$*/bin/python -m pip install -q $(PIP_NO_COMPILE) -r $<
 	@touch $@
 
 agent-venvs: $(AGENT_VENVS)
@@ -78,7 +81,7 @@ node-frameworks: $(NODE_STAMP)
 # for DuckDB 1.5.5, and lousho's store is on DuckDB 2. The daemon finds it beside .venv (or at $LOUSHO_LAKE_PYTHON).
 .venv-lake/.installed: lousho/observe/lake/requirements.txt
 	@$(call make_venv,.venv-lake)
-	.venv-lake/bin/python -m pip install -q -r lousho/observe/lake/requirements.txt
+	.venv-lake/bin/python -m pip install -q $(PIP_NO_COMPILE) -r lousho/observe/lake/requirements.txt
 	@touch $@
 
 lake-venv: .venv-lake/.installed

@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from scipy.stats import fisher_exact
-
 from lousho.agent.directory import harness_revision
 from lousho.agent.traffic_route import (
     BASE,
@@ -260,6 +258,9 @@ def finish(paths: Paths, action: str) -> None:
 def _fisher_less(cand_passes: int, cand_runs: int, base_passes: int, base_runs: int) -> float | None:
     if cand_runs == 0 or base_runs == 0:
         return None
+    # scipy.stats loads here: reading the traffic file (`lousho improve status`) must not pay half a second.
+    from scipy.stats import fisher_exact
+
     table = [[cand_passes, cand_runs - cand_passes], [base_passes, base_runs - base_passes]]
     return float(fisher_exact(table, alternative="less").pvalue)
 

@@ -17,8 +17,10 @@ input, reasoning above output) go to the table's own calculation. docs/performan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -88,12 +90,18 @@ def price(provider: str | None, models: tuple[str | None, ...], tokens: Tokens, 
 
 
 def _table() -> Any:
-    """The bundled price table. The package loads here, at the first span to price, not with this module: it
-    brings Pydantic and an HTTP client, a sixth of a second on every daemon start and CLI call that never
-    prices a span."""
+    """The bundled price table."""
+    return _snapshot_getter()()
+
+
+@cache
+def _snapshot_getter() -> Callable[[], Any]:
+    """The package loads here, at the first span to price, not with this module: it brings Pydantic and an HTTP
+    client, a sixth of a second on every daemon start and CLI call that never prices a span. Cached, so a
+    priced span does not pay an import statement."""
     import genai_prices.data_snapshot
 
-    return genai_prices.data_snapshot.get_snapshot()
+    return genai_prices.data_snapshot.get_snapshot
 
 
 def _usage(tokens: Tokens) -> genai_prices.Usage:

@@ -12,6 +12,7 @@ import sys
 import threading
 import urllib.parse
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from lousho.models.errors import ModelConfigInvalid, bad_response, classify, network_error, redact
@@ -128,6 +129,7 @@ def _body(model: str, messages: Sequence[Message], tools: Sequence[Tool] | None,
     return body
 
 
+@cache
 def _response_class() -> type:
     """The response class of the SDK's HTTP package (httpx, or httpx2 from openai 3 on): asked for it, ``post``
     gives the answer as received, which ``ChatResult.from_response`` parses."""

@@ -151,11 +151,14 @@ figures outside the few-failure cells below lie in 0.942–0.963. What no interv
   sticky 0 from about 10 failures of 60 on; but revisions with that many failures are those whose sessions
   failed together, and their design effect is rightly high (a median of 2.45 at 10 failures, against 1.88 for
   the cell as a whole), so the interval is widest exactly where it would have to be narrow.
-  `benchmarks/perf/interval_variants.py` measures this, and two intervals tried in its place on this grid
+  `benchmarks/perf/interval_variants.py` measures this, and three intervals tried in its place on this grid
   (4,000 revisions a cell): the normal quantile on the bound away from one half leaves these cells at
   0.966–0.973 and takes 200–300 runs at 0.93 down to 0.938–0.942 (22 cells out of the band, against 11); a
   score interval on the cluster-robust variance at the hypothesised rate covers 0.86–0.93 in sticky sessions
-  (40 out). From 200 runs on it is 0.95 ± 0.01.
+  (40 out); the cluster-robust t with Hall's transformation for the skewness of the cluster sums, the
+  textbook remedy for a mean whose variance estimate moves with it, leaves 60–80 runs at 0.93 at 0.983–0.991
+  and covers 0.922–0.939 at 60–120 runs at the other rates (32 out): the revisions it would have to narrow
+  are not the skewed ones. From 200 runs on it is 0.95 ± 0.01.
 - **The lattice of pass counts.** With few runs a cell's coverage jumps as the count of passes an interval
   admits changes: on independent runs Wilson's exact coverage is 0.938 at 80 runs and a rate of 0.844, 0.964
   at 60 and 200 runs and 0.93, and our interval is Wilson's there. In sessions the same jumps show between

@@ -1,6 +1,6 @@
 """Commands that only talk to the daemon load only what talking to it needs (issue 15: they start in
-≤ 0.3 s): click, urllib, and Polars to list runs; no DuckDB, no pyarrow and NumPy, no OTel SDK, no rich for JSON,
-not the agent or recover loops that other parts add to `lousho runs`. Which modules load is checked,
+≤ 0.3 s): click, urllib, and Polars to list runs as JSON; no DuckDB, no pyarrow and NumPy, no OTel SDK, no rich
+for JSON, not the agent or recover loops that other parts add to `lousho runs`. Which modules load is checked,
 not a timing (docs/performance.md has the times)."""
 
 from __future__ import annotations
@@ -76,12 +76,13 @@ def test_sql_over_the_daemon_prints_every_type_as_the_json_answer_maps_it(url):
 
 
 @pytest.mark.system
-def test_runs_over_the_daemon_loads_polars_not_pyarrow_nor_the_parts_that_add_sub_commands(url):
+def test_runs_over_the_daemon_loads_polars_only_for_json_and_never_pyarrow_nor_the_parts_that_add_sub_commands(url):
     out, heavy = loaded("runs", "--url", url, "--failed", "--limit", "50", "--json", also=("rich",))
     runs = json.loads(out)
     assert runs and all(run["agent"] for run in runs)
     assert heavy == []
-    out, heavy = loaded("runs", "--url", url, "--limit", "3")
+    # The table prints the daemon's JSON answer, as `lousho sql` does: no Polars (a third of the start-up).
+    out, heavy = loaded("runs", "--url", url, "--limit", "3", also=("polars",))
     assert "3 rows" in out
     assert heavy == []
     run_id = runs[0]["run_id"]

@@ -235,6 +235,9 @@ RUN_COLUMNS = (
     "error_message, probe, healed_from, model, provider, cache_read_tokens, cache_creation_tokens, "
     "reasoning_tokens, cost_source, conversation_id, revision_source, handled_errors"
 )
+# What `lousho runs` shows as a table.
+RUN_TABLE_COLUMNS = ("run_id, agent, harness_revision, status, passed, attempts, started_at, model, input_tokens, "
+                     "output_tokens, cost_usd, error_type")
 
 
 class RunsGroup(click.Group):
@@ -259,16 +262,24 @@ def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None
         return
     store = open_store(url, db, token)
     try:
-        frame = newest_runs(store, agent=agent, failed=failed, limit=limit)
-        empty_note = why_no_runs(store, agent) if frame.height == 0 and not failed else None
+        if as_json:
+            frame = newest_runs(store, agent=agent, failed=failed, limit=limit)
+            count = frame.height
+        else:
+            # The table prints as `lousho sql` prints one: from the daemon's JSON answer, so the listing needs
+            # no Polars (0.08 s of the 0.3 s it may take), and only the columns it shows (a third less to read).
+            query = newest_runs_query(RUN_TABLE_COLUMNS, agent=agent, failed=failed, limit=limit)
+            table = store.answer(*query) if isinstance(store, DaemonClient) else store.fetch(*query)
+            count = len(table.rows) if isinstance(table, SqlAnswer) else table.table.num_rows
+        empty_note = why_no_runs(store, agent) if count == 0 and not failed else None
     finally:
         store.close()
     if as_json:
         print_frame(frame, "json")
+    elif isinstance(table, SqlAnswer):
+        print_answer(table, "table")
     else:
-        print_frame(frame.select("run_id", "agent", "harness_revision", "status", "passed",
-                                 "attempts", "started_at", "model", "input_tokens", "output_tokens",
-                                 "cost_usd", "error_type"), "table")
+        print_table(table.table, "table")
     if empty_note:
         click.echo(empty_note, err=True)
 
@@ -286,10 +297,11 @@ def _refuse_listing_options(ctx: click.Context) -> None:
                                f"sub-command's own options after it (lousho runs {sub} --help)")
 
 
-def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int) -> pl.DataFrame:
+def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int,
+                columns: str = RUN_COLUMNS) -> pl.DataFrame:
     """The ``limit`` newest runs (of ``agent``; only failed ones with ``failed``), newest first; with its
     columns when no run matches."""
-    return store.frame(*newest_runs_query(RUN_COLUMNS, agent=agent, failed=failed, limit=limit))
+    return store.frame(*newest_runs_query(columns, agent=agent, failed=failed, limit=limit))
 
 
 @runs.command("show")

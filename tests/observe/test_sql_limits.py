@@ -42,12 +42,13 @@ def _in_list(items: int) -> str:
     return "SELECT count(*) AS n FROM range(10) WHERE range IN (" + ",".join(str(i) for i in range(items)) + ")"
 
 
-def _rss_mib(pid: int) -> float:
+def _rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory now (``VmHWM``: its peak so far)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+    raise AssertionError(f"no {field}")
 
 
 def _gauge(url: str, name: str) -> int:
@@ -124,6 +125,9 @@ def test_answers_nobody_reads_are_freed_after_the_send_timeout_and_the_daemon_ke
             time.sleep(0.1)
         released_s = time.monotonic() - t0
         after = _rss_mib(pid)
+        # The peak, not the reading at the moment 100 MB were pending: under load that reading came before the
+        # answers were all built (328 MiB held, 231 after, in one run of the whole suite; 450-520 alone).
+        held = max(held, _rss_mib(pid, "VmHWM"))
         print(f"RSS baseline {baseline:.0f} MiB, held {held:.0f} MiB ({pending / 2**20:.0f} MiB pending), "
               f"after {after:.0f} MiB; released {released_s:.1f} s after the peak")
         assert _gauge(daemon.url, "lousho_sql_pending_bytes") == 0

@@ -181,30 +181,39 @@ def sql(url: str | None, db: Path | None, token: str | None, as_json: bool, as_c
     fmt = _format(as_json, as_csv)
     store = open_store(url, db, token)
     try:
-        # The daemon maps the values to their JSON form, or writes the CSV, itself: printing its answer needs
-        # no pyarrow (0.2 s of start-up) and a file store's result is printed the same way (sql_json, sql_csv).
-        if not isinstance(store, DaemonClient):
-            result: SqlAnswer | CsvAnswer | QueryResult = store.fetch(query)
-        else:
-            result = store.csv(query) if fmt == "csv" else store.answer(query)
+        result = _printable(store, fmt, query)
     finally:
         store.close()
-    if isinstance(result, CsvAnswer):
-        out = click.get_binary_stream("stdout")
-        out.write(result.text)
-        out.flush()
-        count = result.rows
-    elif isinstance(result, SqlAnswer):
-        print_answer(result, fmt)
-        count = len(result.rows)
-    else:
-        print_table(result.table, fmt)
-        count = result.table.num_rows
+    count = _print_result(result, fmt)
     if result.truncated:
         truncated = SqlTruncated(f"the daemon returned only the first {count} rows of the result")
         if not allow_truncated:
             raise truncated
         click.echo(f"warning {truncated.code}: {truncated.message}", err=True)
+
+
+def _printable(store: StoreClient, fmt: str, query: str,
+               params: list[Any] | None = None) -> SqlAnswer | CsvAnswer | QueryResult:
+    """The result of ``query`` in the form ``fmt`` prints from. The daemon maps the values to their JSON form, or
+    writes the CSV, itself: printing its answer needs no pyarrow (0.2 s of start-up) nor Polars, and a file
+    store's result is printed the same way (sql_json, sql_csv)."""
+    if not isinstance(store, DaemonClient):
+        return store.fetch(query, params)
+    return store.csv(query, params) if fmt == "csv" else store.answer(query, params)
+
+
+def _print_result(result: SqlAnswer | CsvAnswer | QueryResult, fmt: str) -> int:
+    """Print what ``_printable`` fetched; returns how many rows."""
+    if isinstance(result, CsvAnswer):
+        out = click.get_binary_stream("stdout")
+        out.write(result.text)
+        out.flush()
+        return result.rows
+    if isinstance(result, SqlAnswer):
+        print_answer(result, fmt)
+        return len(result.rows)
+    print_table(result.table, fmt)
+    return result.table.num_rows
 
 
 def _lake_store(lake: str | None, lake_data: Path | None, other: object) -> StoreClient:
@@ -264,22 +273,20 @@ def runs(ctx: click.Context, url: str | None, db: Path | None, token: str | None
     try:
         if as_json:
             frame = newest_runs(store, agent=agent, failed=failed, limit=limit)
-            count = frame.height
+            empty = frame.height == 0
         else:
-            # The table prints as `lousho sql` prints one: from the daemon's JSON answer, so the listing needs
-            # no Polars (0.08 s of the 0.3 s it may take), and only the columns it shows (12 of the 27).
-            query = newest_runs_query(RUN_TABLE_COLUMNS, agent=agent, failed=failed, limit=limit)
-            table = store.answer(*query) if isinstance(store, DaemonClient) else store.fetch(*query)
-            count = len(table.rows) if isinstance(table, SqlAnswer) else table.table.num_rows
-        empty_note = why_no_runs(store, agent) if count == 0 and not failed else None
+            # The table prints as `lousho sql` prints one, so it needs no Polars (0.08 s of the 0.3 s the listing
+            # may take), and asks only for the columns it shows (12 of the 27).
+            table = _printable(store, "table", *newest_runs_query(RUN_TABLE_COLUMNS, agent=agent, failed=failed,
+                                                                   limit=limit))
+            empty = not (table.rows if isinstance(table, SqlAnswer) else table.table.num_rows)
+        empty_note = why_no_runs(store, agent) if empty and not failed else None
     finally:
         store.close()
     if as_json:
         print_frame(frame, "json")
-    elif isinstance(table, SqlAnswer):
-        print_answer(table, "table")
     else:
-        print_table(table.table, "table")
+        _print_result(table, "table")
     if empty_note:
         click.echo(empty_note, err=True)
 
@@ -297,11 +304,10 @@ def _refuse_listing_options(ctx: click.Context) -> None:
                                f"sub-command's own options after it (lousho runs {sub} --help)")
 
 
-def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int,
-                columns: str = RUN_COLUMNS) -> pl.DataFrame:
+def newest_runs(store: StoreClient, *, agent: str | None, failed: bool, limit: int) -> pl.DataFrame:
     """The ``limit`` newest runs (of ``agent``; only failed ones with ``failed``), newest first; with its
     columns when no run matches."""
-    return store.frame(*newest_runs_query(columns, agent=agent, failed=failed, limit=limit))
+    return store.frame(*newest_runs_query(RUN_COLUMNS, agent=agent, failed=failed, limit=limit))
 
 
 @runs.command("show")

@@ -1,24 +1,31 @@
-"""Why the pass-rate interval by revision over-covers with few failures (docs/statistics.md section 8), and two
-intervals tried in its place that do worse.
+"""Why the pass-rate interval by revision over-covered with few failures (docs/statistics.md section 8), and the
+intervals tried in its place.
 
     .venv/bin/python benchmarks/perf/interval_variants.py [--replicates 4000] [--why-replicates 20000]
 
-At a true rate of 0.93 and 60-120 runs in sessions the interval ``pass_rates`` gives covers about 0.98. This
-prints, for those cells, how often each bound misses (all the misses are the upper bound's), and at 60 runs the
-design effect the interval measures by count of failures against the cell's own (the variance of the passes
-over its revisions, over n p (1 - p)): the revisions with many failures are those whose sessions failed
-together, so the interval is widest exactly where it would have to be narrow to reach 0.95.
+At a true rate of 0.93 and 60-120 runs in sessions the equal-tailed interval covered about 0.98. This prints,
+for those cells, how often each bound of the interval ``pass_rates`` gives misses, and at 60 runs the design
+effect it measures by count of failures against the cell's own (the variance of the passes over its revisions,
+over n p (1 - p)): the revisions with many failures are those whose sessions failed together, so the interval
+is widest exactly where it would have to be narrow to reach 0.95.
 
 Then the whole grid of section 8 (3 stickinesses, 4 rates, 7 run counts, the same seeds) for:
 
-- ``ours``: ``clustered.clustered_interval_rows``, the interval ``pass_rates`` gives;
-- ``z-away``: the same, but the bound away from 1/2 takes the normal quantile (the t with the kurtosis' degrees
-  only on the side towards 1/2, where few failures leave the variance unknown);
+- ``ours``: ``clustered.clustered_interval_rows``, the interval ``pass_rates`` gives: a bound takes all of the
+  5% where the other cannot miss (an all-passing revision at that bound likelier than 2.5%, its clusters
+  counted as single draws), else each takes 2.5%;
+- ``equal-tailed``: the same with 2.5% to each bound always (the interval before);
+- ``z-away``: the equal-tailed one, but the bound away from 1/2 takes the normal quantile (the t with the
+  kurtosis' degrees only on the side towards 1/2, where few failures leave the variance unknown);
 - ``score``: a score interval on the cluster-robust variance at the hypothesised rate (``p0`` is inside when
   ``(X - n p0)^2 <= z^2 max(sum_g (x_g - m_g p0)^2, n p0 (1 - p0))``; all or no passes: Wilson's on clusters);
 - ``skew``: the cluster-robust t with Hall's (1992) transformation for the skewness of the cluster sums, the
   textbook remedy when a mean's variance estimate moves with the mean (all or no passes, or every cluster one
-  run: ``ours``).
+  run: ``equal-tailed``).
+
+And, as a reference that no interval can be, ``told``: Wilson's interval at the runs over the cell's *true*
+design effect (the variance of the passes over its revisions, over n p (1 - p)), with the normal quantile.
+It shows where the coverage is lost: in estimating the design effect from one revision's sessions.
 
 A cell counts as out when its coverage leaves 0.95 ± 0.01.
 """
@@ -66,7 +73,7 @@ def z_away(y: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s2 = (residual**2).sum(axis=1)
     s4 = (residual**4).sum(axis=1)
     groups = (runs > 0).sum(axis=1)
-    low, high, deff = interval_from_cluster_sums(n, p, s2, s4, groups, (runs**2).sum(axis=1))
+    low, high, deff = interval_from_cluster_sums(n, p, s2, s4, groups, (runs**2).sum(axis=1), equal_tails=True)
     z_low, z_high = _wilson(p, n / deff, Z)
     low = np.where(p < 0.5, np.clip(z_low, 0, 1), low)
     high = np.where(p >= 0.5, np.where(p >= 1, 1.0, np.clip(z_high, 0, 1)), high)
@@ -104,7 +111,7 @@ def skew(y: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s3 = (residual**3).sum(axis=1)
     groups = (runs > 0).sum(axis=1)
     m2 = (runs**2).sum(axis=1)
-    low, high, _ = interval_from_cluster_sums(n, p, s2, (residual**4).sum(axis=1), groups, m2)
+    low, high, _ = interval_from_cluster_sums(n, p, s2, (residual**4).sum(axis=1), groups, m2, equal_tails=True)
     kish = n * n / m2
     se = np.sqrt(kish / np.maximum(kish - 1, 1e-12) * s2) / n
     a = np.where(s2 > 0, s3 / np.where(s2 > 0, s2, 1.0) ** 1.5, 0.0)
@@ -119,25 +126,43 @@ def skew(y: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.clip(np.where(keep, high, p - se * t_of(-Z)), 0, 1))
 
 
+def told(y: np.ndarray, session: np.ndarray, truth: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's interval at the runs over the cell's true design effect (a reference, not an interval)."""
+    n = y.shape[1]
+    passes = y.sum(axis=1)
+    deff = passes.var() / (n * truth * (1 - truth))
+    low, high = _wilson(passes / n, np.full(y.shape[0], n / deff), Z)
+    return np.clip(low, 0, 1), np.clip(high, 0, 1)
+
+
 def ours(y: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     low, high, _, _ = clustered_interval_rows(y, session, np.ones(y.shape, dtype=bool))
     return low, high
 
 
-INTERVALS = {"ours": ours, "z-away": z_away, "score": score, "skew": skew}
+def equal_tailed(y: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    low, high, _, _ = clustered_interval_rows(y, session, np.ones(y.shape, dtype=bool), equal_tails=True)
+    return low, high
+
+
+INTERVALS = {"ours": ours, "equal-tailed": equal_tailed, "z-away": z_away, "score": score, "skew": skew}
 
 
 def why(replicates: int) -> None:
     truth = 0.93
     print(f"## Few failures: rate 0.93, {replicates:,} revisions a cell\n")
-    print("| runs | sticky | coverage | upper bound below 0.93 | lower bound above 0.93 |")
-    print("|---|---|---|---|---|")
+    print("| runs | sticky | equal-tailed: coverage | upper bound below 0.93 | lower bound above 0.93 "
+          "| ours: coverage | upper bound below 0.93 | lower bound above 0.93 |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in (60, 80, 120):
         for sticky in STICKY:
             y, session = interval_table.revision_runs(n, replicates, sticky, interval_table.seed(n, truth), truth)
-            low, high = ours(y, session)
-            print(f"| {n} | {sticky} | {np.mean((low <= truth) & (truth <= high)):.3f} | {np.mean(high < truth):.4f} "
-                  f"| {np.mean(low > truth):.4f} |")
+            cells = []
+            for interval in (equal_tailed, ours):
+                low, high = interval(y, session)
+                cells += [f"{np.mean((low <= truth) & (truth <= high)):.3f}", f"{np.mean(high < truth):.4f}",
+                          f"{np.mean(low > truth):.4f}"]
+            print(f"| {n} | {sticky} | " + " | ".join(cells) + " |")
     print("\nAt 60 runs: the design effect the interval measures, by failures, against the cell's own\n")
     print("| sticky | the cell's design effect | failures | share of revisions | measured (median) | covered |")
     print("|---|---|---|---|---|---|")
@@ -156,15 +181,17 @@ def grid(replicates: int) -> None:
     print(f"\n## Coverage on the grid of section 8, {replicates:,} revisions a cell\n")
     print("| interval | sticky | rate | " + " | ".join(f"{n:,} runs" for n in interval_table.RUNS) + " |")
     print("|---|---|---|" + "---|" * len(interval_table.RUNS))
-    out = dict.fromkeys(INTERVALS, 0)
+    out = dict.fromkeys([*INTERVALS, "told"], 0)
     for sticky in STICKY:
         for truth in interval_table.RATES:
-            cells = {name: [] for name in INTERVALS}
+            cells = {name: [] for name in out}
             for n in interval_table.RUNS:
                 y, session = interval_table.revision_runs(n, replicates, sticky, interval_table.seed(n, truth), truth)
                 for name, interval in INTERVALS.items():
                     low, high = interval(y, session)
                     cells[name].append(float(np.mean((low <= truth) & (truth <= high))))
+                low, high = told(y, session, truth)
+                cells["told"].append(float(np.mean((low <= truth) & (truth <= high))))
             for name, values in cells.items():
                 out[name] += sum(abs(v - 0.95) > 0.01 for v in values)
                 print(f"| {name} | {sticky} | {truth:.3g} | " + " | ".join(f"{v:.3f}" for v in values) + " |")

@@ -112,8 +112,10 @@ def section(table, reps: int = 2_000) -> str:
     body = table(["traffic", "true rate", *(f"{n:,} runs" for n in RUNS)],
                  [[label, f"{truth:.3g}", *(f"{c.clustered:.3f}" for c in cells)] for label, truth, cells in measured])
     in_sessions = [c.wilson for label, _, cells in measured if label.startswith("sessions") for c in cells]
-    few = [c.clustered for label, truth, cells in measured if truth == 0.93 and label.startswith("sessions")
+    few = [(n, c.clustered) for label, truth, cells in measured if truth == 0.93 and label.startswith("sessions")
            for n, c in zip(RUNS, cells, strict=True) if n <= 120]
+    few_in = [c for n, c in few if n <= 80]
+    few_out = [c for n, c in few if n > 80]
     return f"""## 8. Intervals by revision
 
 `pass_rates` (and the agent page's table and `lousho plot pass-rate`, with the same arithmetic) gives each
@@ -126,8 +128,14 @@ with the small-sample factor G<sub>e</sub>/(G<sub>e</sub> − 1) on Kish's effec
 G<sub>e</sub> = n² / Σ m<sub>g</sub>² (sessions are of unequal sizes, and CR1's G/(G − 1) left the interval at
 0.935–0.939 between 62 and 75 runs); the t's degrees of freedom come from the kurtosis of the cluster sums,
 capped at clusters − 1. With no session and no case it is exactly the Wilson interval; with every run passing
-(or failing) it counts clusters, not runs. The `ci_method` column says which interval a frame holds;
-`pass_rates(..., interval="wilson")` gives the Wilson interval, which assumes independent runs.
+(or failing) it counts clusters, not runs. Each bound takes 2.5%, except where the other bound cannot miss:
+then it takes all 5% (the one-sided t). No revision of n runs in G clusters has a lower bound above Wilson's
+at (n − 1)/n on n runs with t at G − 1 degrees (the design effect is at least 1, the degrees at most G − 1,
+and one failure is the best case; with none it is Wilson's at 1 on G runs), so a rate above that edge is never
+rejected from the passing side, and a test at it may spend all of its 5% on the failing side
+(`clustered.highest_lower_bound`; the reasoning of Blaker's exact tests, on this interval; the tests
+enumerate every outcome of small designs against the edge). The `ci_method` column says which interval a
+frame holds; `pass_rates(..., interval="wilson")` gives the Wilson interval, which assumes independent runs.
 
 Coverage of the true pass rate: independent runs exactly (every count of passes), sessions by simulation with
 {reps:,} revisions a cell (s.e. about {Coverage(0, 0, reps).se:.3f}), fixed seeds, runs drawn from the traffic
@@ -140,25 +148,29 @@ At {reps:,} revisions a cell, a figure strays from its cell's coverage by up to 
 tests/analysis/test_interval_coverage.py asserts 0.95 ± 0.01 (plus 3 s.e.) with 20,000 revisions a cell on
 this grid in sessions (every run count at every stickiness and rate up to 300 runs; 600 and 1,000 at four of
 the twelve), independent runs exactly, and `pass_rates` itself at three cells; at 20,000 a cell the sessions'
-figures outside the few-failure cells below lie in 0.942–0.963. What no interval can do:
+figures outside the few-failure cells below lie in 0.942–0.963. What the interval cannot do:
 
-- **Few failures.** At a true rate of 0.93 and 60–120 runs (4–8 failures), the interval covers
-  {min(few):.3f}–{max(few):.3f} here (0.980–0.984 at 20,000 a cell): conservative, not 0.95. Every miss there is
-  the upper bound's (below 0.93 in 1.6–2.0% of revisions, the lower bound above it in at most 0.01%). All 60
-  runs pass in about 19% of revisions at sticky 0.9 (4% at sticky 0), and those runs cannot tell sticky
-  sessions from a strong agent, so an interval that holds at sticky 0.9 must keep 0.93 inside whenever it sees
-  no failure or a few: the lower bound cannot take its 2.5%. The upper bound would have to take all 5%, at
-  sticky 0 from about 10 failures of 60 on; but revisions with that many failures are those whose sessions
-  failed together, and their design effect is rightly high (a median of 2.45 at 10 failures, against 1.88 for
-  the cell as a whole), so the interval is widest exactly where it would have to be narrow.
-  `benchmarks/perf/interval_variants.py` measures this, and three intervals tried in its place on this grid
-  (4,000 revisions a cell): the normal quantile on the bound away from one half leaves these cells at
-  0.966–0.973 and takes 200–300 runs at 0.93 down to 0.938–0.942 (22 cells out of the band, against 11); a
-  score interval on the cluster-robust variance at the hypothesised rate covers 0.86–0.93 in sticky sessions
-  (40 out); the cluster-robust t with Hall's transformation for the skewness of the cluster sums, the
+- **Few failures.** At a true rate of 0.93 (4–8 failures in 60–120 runs), every miss is the upper bound's;
+  the lower bound is above 0.93 in at most 0.01% of revisions. All 60 runs pass in about 19% of revisions at
+  sticky 0.9 (4% at sticky 0), and those runs cannot tell sticky sessions from a strong agent, so the interval
+  keeps 0.93 inside whenever it sees no failure or a few. With 2.5% to each bound it covered 0.980–0.984 at
+  60–120 runs. At 60 and 80 runs 0.93 is above the edge (0.904 and 0.928 with the sessions' typical 21 and
+  27 clusters), the upper bound takes all 5%, and the interval covers {min(few_in):.3f}–{max(few_in):.3f}
+  here (0.959–0.962 at 20,000 a cell). From about 82 to 140 runs the edge is above 0.93: some revisions'
+  lower bounds can reach 0.93, the rule cannot apply, and the interval covers 0.97–0.98 (at 120 runs
+  {min(few_out):.3f}–{max(few_out):.3f} here, 0.982–0.984 at 20,000). What is lost there is the design effect
+  of one revision: revisions with many failures are those whose sessions failed together, so their design
+  effect is high (at 60 runs and sticky 0, a median of 2.45 at 10 failures against 1.88 for the cell as a
+  whole) and the interval is widest where it would have to be narrow; Wilson's interval at the runs over the
+  cell's *true* design effect, which no interval can know, covers 0.947–0.963 in these cells.
+  `benchmarks/perf/interval_variants.py` measures this, and the intervals tried in place of the equal-tailed
+  one on this grid (4,000 revisions a cell): the normal quantile on the bound away from one half leaves these
+  cells at 0.966–0.973 and takes 200–300 runs at 0.93 down to 0.938–0.942 (22 cells out of the band, against
+  11); a score interval on the cluster-robust variance at the hypothesised rate covers 0.86–0.93 in sticky
+  sessions (40 out); the cluster-robust t with Hall's transformation for the skewness of the cluster sums, the
   textbook remedy for a mean whose variance estimate moves with it, leaves 60–80 runs at 0.93 at 0.983–0.991
   and covers 0.922–0.939 at 60–120 runs at the other rates (32 out): the revisions it would have to narrow
-  are not the skewed ones. From 200 runs on it is 0.95 ± 0.01.
+  are not the skewed ones. From 150 runs on the interval is 0.95 ± 0.01.
 - **The lattice of pass counts.** With few runs a cell's coverage jumps as the count of passes an interval
   admits changes: on independent runs Wilson's exact coverage is 0.938 at 80 runs and a rate of 0.844, 0.964
   at 60 and 200 runs and 0.93, and our interval is Wilson's there. In sessions the same jumps show between

@@ -262,13 +262,15 @@ def clustered_interval_counts(
     s4 = np.bincount(index, weights=squares * squares, minlength=groups)
     g = np.bincount(index, weights=used.astype(float), minlength=groups).astype(np.int64)
     m2 = np.bincount(index, weights=m * m, minlength=groups)
-    low, high, deff = interval_from_cluster_sums(n, p, s2, s4, g, m2, confidence, equal_tails)
+    largest = np.zeros(groups)
+    np.maximum.at(largest, index, m)
+    low, high, deff = interval_from_cluster_sums(n, p, s2, s4, g, m2, confidence, equal_tails, largest)
     return low, high, deff, g
 
 
 def interval_from_cluster_sums(
     n: NDArray, p: NDArray, s2: NDArray, s4: NDArray, g: NDArray, m2: NDArray, confidence: float = 0.95,
-    equal_tails: bool = False,
+    equal_tails: bool = False, largest: NDArray | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The interval from a group's runs ``n``, pass rate ``p``, the sums over its ``g`` clusters of the squared
     and fourth-power cluster residual sums (``s2``, ``s4``; residual = passes - runs * p) and of the squared
@@ -328,7 +330,7 @@ def interval_from_cluster_sums(
     # one but never past it; the same for the lower bound, from the lowest upper bound. Near a rate of 1 with
     # few failures this is what keeps the interval from covering 0.98 instead of 0.95.
     if not equal_tails:
-        edge = highest_lower_bound(n_safe, g, confidence)
+        edge = highest_lower_bound(n_safe, g, m2, largest, confidence)
         # Below one half the two regions would overlap and each side would lean on the other: equal tails.
         clustered = ~single & (g > 1) & (edge > 0.5)
         high = np.where(clustered, np.where(high_one >= edge, high_one, np.minimum(high, edge)), high)
@@ -338,17 +340,46 @@ def interval_from_cluster_sums(
     return (np.where(valid, low, np.nan), np.where(valid, high, np.nan), np.where(valid, deff, np.nan))
 
 
-def highest_lower_bound(n: NDArray, g: NDArray, confidence: float = 0.95) -> NDArray[np.float64]:
+MOST_FAILURES = 64  # failures counted one by one in ``highest_lower_bound``; above it, a bound for all of them
+
+
+def highest_lower_bound(n: NDArray, g: NDArray, m2: NDArray | None = None, largest: NDArray | None = None,
+                        confidence: float = 0.95) -> NDArray[np.float64]:
     """A bound on the lower bound the interval can give any revision of ``n`` runs in ``g`` clusters (more
-    than one, fewer than ``n``). With no failure it is Wilson's at p = 1 on g runs with t at G - 1 degrees;
-    with k failures the design effect is at least 1 and the degrees at most G - 1, and Wilson's lower bound
-    grows with the runs and falls with the quantile and with k, so none exceeds Wilson's at (n - 1) / n on n
-    runs with t at G - 1 degrees. By symmetry, one minus it bounds the upper bound from below."""
-    n = np.asarray(n, dtype=float)
-    g = np.asarray(g, dtype=float)
-    q = stdtrit(np.maximum(g - 1.0, 1.0), 0.5 + confidence / 2.0)
-    one_failure, _ = _wilson_bounds(1.0 - 1.0 / n, (1.0 - 1.0 / n) / n, n, q)
-    return np.maximum(g / (g + q * q), one_failure)
+    than one, fewer than ``n``), their squared sizes summing to ``m2`` and the largest of ``largest`` runs.
+    By symmetry, one minus it bounds the upper bound from below.
+
+    With no failure the lower bound is Wilson's at p = 1 on G runs with t at G - 1 degrees. With k failures
+    the design effect is at least 1 and Wilson's lower bound grows with the runs and falls with the quantile,
+    so it is at most Wilson's at (n - k) / n on n runs with t at the most degrees k failures allow: G - 1, or,
+    knowing the sizes, ``2 / (ratio - 1/G)`` with ``ratio`` a floor on ``s4 / s2^2``. A failing cluster's
+    residual is at most ``c = largest * k / n - 1`` (below zero while ``largest * k < n``), a passing one's
+    ``m * k / n``, so the passing ones add at most ``pi = (k / n)^2 m2`` to ``s2``; with j failing clusters,
+    ``s4 / s2^2 >= (F^2 / j) / (F + pi)^2``, rising in their ``F = sum r^2 >= j c^2``, so at least
+    ``min over j in {1, k} of j c^4 / (j c^2 + pi)^2``. Past ``MOST_FAILURES`` Wilson's bound falls with k and
+    one term at G - 1 degrees covers them all. Without the sizes every k takes G - 1 degrees.
+    """
+    n = np.asarray(n, dtype=float)[:, None]
+    g = np.asarray(g, dtype=float)[:, None]
+    tail = 1.0 - (1.0 - confidence) / 2.0
+    most = stdtrit(np.maximum(g - 1.0, 1.0), tail)
+    k = np.arange(1, MOST_FAILURES + 2, dtype=float)[None, :]
+    dof = np.broadcast_to(np.maximum(g - 1.0, 1.0), np.broadcast_shapes(n.shape, k.shape)).copy()
+    if m2 is not None and largest is not None:
+        m2 = np.asarray(m2, dtype=float)[:, None]
+        c = 1.0 - np.asarray(largest, dtype=float)[:, None] * k / n
+        pi = (k / n) ** 2 * m2
+        c2 = c * c
+        ratio = np.minimum(c2 * c2 / (c2 + pi) ** 2, k * c2 * c2 / (k * c2 + pi) ** 2)
+        spread = ratio - 1.0 / g
+        known = (c > 0) & (spread > 0) & (k <= MOST_FAILURES)
+        dof = np.where(known, np.minimum(2.0 / np.where(known, spread, 1.0), dof), dof)
+    usable = k < n
+    p = np.where(usable, 1.0 - k / n, 0.5)
+    low, _ = _wilson_bounds(p, p * (1.0 - p), n, stdtrit(np.maximum(dof, 1.0), tail))
+    with_failures = np.where(usable, low, 0.0).max(axis=1)
+    all_pass = g[:, 0] / (g[:, 0] + most[:, 0] ** 2)  # Wilson's lower bound at p = 1 on G runs
+    return np.maximum(all_pass, with_failures)
 
 
 def _wilson_bounds(p: NDArray, iid: NDArray, effective: NDArray, q: NDArray) -> tuple[NDArray, NDArray]:

@@ -114,8 +114,7 @@ def section(table, reps: int = 2_000) -> str:
     in_sessions = [c.wilson for label, _, cells in measured if label.startswith("sessions") for c in cells]
     few = [(n, c.clustered) for label, truth, cells in measured if truth == 0.93 and label.startswith("sessions")
            for n, c in zip(RUNS, cells, strict=True) if n <= 120]
-    few_in = [c for n, c in few if n <= 80]
-    few_out = [c for n, c in few if n > 80]
+    few_in = [c for _, c in few]
     return f"""## 8. Intervals by revision
 
 `pass_rates` (and the agent page's table and `lousho plot pass-rate`, with the same arithmetic) gives each
@@ -129,12 +128,14 @@ G<sub>e</sub> = n² / Σ m<sub>g</sub>² (sessions are of unequal sizes, and CR1
 0.935–0.939 between 62 and 75 runs); the t's degrees of freedom come from the kurtosis of the cluster sums,
 capped at clusters − 1. With no session and no case it is exactly the Wilson interval; with every run passing
 (or failing) it counts clusters, not runs. Each bound takes 2.5%, except where the other bound cannot miss:
-then it takes all 5% (the one-sided t). No revision of n runs in G clusters has a lower bound above Wilson's
-at (n − 1)/n on n runs with t at G − 1 degrees (the design effect is at least 1, the degrees at most G − 1,
-and one failure is the best case; with none it is Wilson's at 1 on G runs), so a rate above that edge is never
-rejected from the passing side, and a test at it may spend all of its 5% on the failing side
-(`clustered.highest_lower_bound`; the reasoning of Blaker's exact tests, on this interval; the tests
-enumerate every outcome of small designs against the edge). The `ci_method` column says which interval a
+then it takes all 5% (the one-sided t). `clustered.highest_lower_bound` bounds the lower bound of any revision
+with the same runs, clusters, squared cluster sizes and largest cluster: with no failure it is Wilson's at 1
+on G runs; with k failures the design effect is at least 1, and the t's degrees are at most G − 1 and at most
+what k failures allow (a failing cluster's residual is at least 1 − k·largest/n from zero, the passing ones'
+add at most (k/n)² Σ m<sub>g</sub>², which floors the kurtosis). A rate above that edge is never rejected from
+the passing side, so a test at it may spend all of its 5% on the failing side (the reasoning of Blaker's exact
+tests, on this interval). The tests enumerate every outcome of small designs against the edge, and place few
+failures anywhere in the traffic model's designs. The `ci_method` column says which interval a
 frame holds; `pass_rates(..., interval="wilson")` gives the Wilson interval, which assumes independent runs.
 
 Coverage of the true pass rate: independent runs exactly (every count of passes), sessions by simulation with
@@ -154,23 +155,26 @@ figures outside the few-failure cells below lie in 0.942–0.963. What the inter
   the lower bound is above 0.93 in at most 0.01% of revisions. All 60 runs pass in about 19% of revisions at
   sticky 0.9 (4% at sticky 0), and those runs cannot tell sticky sessions from a strong agent, so the interval
   keeps 0.93 inside whenever it sees no failure or a few. With 2.5% to each bound it covered 0.980–0.984 at
-  60–120 runs. At 60 and 80 runs 0.93 is above the edge (0.904 and 0.928 with the sessions' typical 21 and
-  27 clusters), the upper bound takes all 5%, and the interval covers {min(few_in):.3f}–{max(few_in):.3f}
-  here (0.959–0.962 at 20,000 a cell). From about 82 to 140 runs the edge is above 0.93: some revisions'
-  lower bounds can reach 0.93, the rule cannot apply, and the interval covers 0.97–0.98 (at 120 runs
-  {min(few_out):.3f}–{max(few_out):.3f} here, 0.982–0.984 at 20,000). What is lost there is the design effect
-  of one revision: revisions with many failures are those whose sessions failed together, so their design
-  effect is high (at 60 runs and sticky 0, a median of 2.45 at 10 failures against 1.88 for the cell as a
-  whole) and the interval is widest where it would have to be narrow; Wilson's interval at the runs over the
-  cell's *true* design effect, which no interval can know, covers 0.947–0.963 in these cells.
-  `benchmarks/perf/interval_variants.py` measures this, and the intervals tried in place of the equal-tailed
-  one on this grid (4,000 revisions a cell): the normal quantile on the bound away from one half leaves these
-  cells at 0.966–0.973 and takes 200–300 runs at 0.93 down to 0.938–0.942 (22 cells out of the band, against
-  11); a score interval on the cluster-robust variance at the hypothesised rate covers 0.86–0.93 in sticky
-  sessions (40 out); the cluster-robust t with Hall's transformation for the skewness of the cluster sums, the
-  textbook remedy for a mean whose variance estimate moves with it, leaves 60–80 runs at 0.93 at 0.983–0.991
-  and covers 0.922–0.939 at 60–120 runs at the other rates (32 out): the revisions it would have to narrow
-  are not the skewed ones. From 150 runs on the interval is 0.95 ± 0.01.
+  60–120 runs and 0.97–0.98 to about 145. Up to about 130 runs 0.93 is above the edge for nearly every
+  revision (the edge's median is 0.909 at 100 runs, 0.922 at 120 and 0.931 at 140, sticky 0.5), the upper
+  bound takes all 5%, and the interval covers {min(few_in):.3f}–{max(few_in):.3f} at 60–120 runs here
+  (0.959–0.967 at 20,000 a cell: 60–100 runs 0.959–0.963, 120 runs 0.963–0.967, so two of these cells,
+  sticky 0.5 and 0.9 at 120 runs, stay out of 0.95 ± 0.01 by up to 0.007). From about 135 to 145 runs the edge
+  is above 0.93: some revisions' lower bounds could reach it, the rule cannot apply, and the interval covers
+  0.963–0.977 (20,000 a cell). What is lost in these cells is the design effect of one revision: revisions
+  with many failures are those whose sessions failed together, so their design effect is high (at 60 runs and
+  sticky 0, a median of 2.45 at 10 failures against 1.88 for the cell as a whole) and the interval is widest
+  where it would have to be narrow; Wilson's interval at the runs over the cell's *true* design effect, which
+  no interval can know, covers 0.947–0.963 in them. `benchmarks/perf/interval_variants.py` measures this, and
+  the intervals tried in place of the equal-tailed one on this grid (4,000 revisions a cell): the normal
+  quantile on the bound away from one half leaves these cells at 0.966–0.973 and takes 200–300 runs at 0.93
+  down to 0.938–0.942 (22 cells out of the band, against 11; at most 0.023 from 0.95, against 0.036, and
+  ours 0.020); a score interval on the cluster-robust variance
+  at the hypothesised rate covers 0.86–0.93 in sticky sessions (40 out); the cluster-robust t with Hall's
+  transformation for the skewness of the cluster sums, the textbook remedy for a mean whose variance estimate
+  moves with it, leaves 60–80 runs at 0.93 at 0.983–0.991 and covers 0.922–0.939 at 60–120 runs at the other
+  rates (32 out): the revisions it would have to narrow are not the skewed ones. From 150 runs on the
+  interval is 0.95 ± 0.01.
 - **The lattice of pass counts.** With few runs a cell's coverage jumps as the count of passes an interval
   admits changes: on independent runs Wilson's exact coverage is 0.938 at 80 runs and a rate of 0.844, 0.964
   at 60 and 200 runs and 0.93, and our interval is Wilson's there. In sessions the same jumps show between

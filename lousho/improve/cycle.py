@@ -18,12 +18,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from lousho.improve import audit, corpus, journal, learn, lessons, proposals, traffic, writer
+from lousho.improve import audit, journal, learn, lessons, proposals, traffic, writer
 from lousho.improve.check_module import load_check_module, module_cases
 from lousho.improve.controls import kill_switch, refusal
-from lousho.improve.corpus import CheckDecision
 from lousho.improve.errors import BudgetExceeded
 from lousho.improve.harness import Harness, read_harness
 from lousho.improve.locks import exclusive
@@ -42,8 +41,12 @@ from lousho.improve.state import (
     parse_iso,
     update,
 )
-from lousho.improve.step import improve_agent
 from lousho.kernel.errors import LoushoError
+
+# The corpus, the step and the gate they use pull in SciPy (0.4 s): they are imported by the functions that run
+# the agent, so a person's reject or rollback starts in a fraction of that.
+if TYPE_CHECKING:
+    from lousho.improve.corpus import CheckDecision
 
 
 def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:
@@ -90,6 +93,9 @@ def run_cycle(setup: LoopSetup, *, force: bool = False) -> CycleResult:
 
 
 def _cycle(setup: LoopSetup, paths: Paths, config: LoopConfig, cycle_id: str) -> CycleResult:
+    from lousho.improve import corpus
+    from lousho.improve.step import improve_agent
+
     module = load_check_module(setup.check)
     shown = lessons.active(paths)
     remaining = max(config.tokens_per_day - load_state(paths).tokens_today, 0)
@@ -237,6 +243,8 @@ def _record_apply(setup: LoopSetup, base: Harness, target: Harness, data: dict[s
 
     update(paths, count)
     if data is not None:
+        from lousho.improve import corpus
+
         fixed = [Case(id=c["id"], input=c["input"]) for c in data["training"] if c["id"] in data["helped"]]
         corpus.add(paths, fixed, "fixed", target.revision)
     applied_at = iso(setup.clock())
@@ -307,6 +315,9 @@ def _proposal_or_none(paths: Paths, proposal_id: object) -> dict[str, Any] | Non
 
 def run_guard(setup: LoopSetup) -> tuple[CheckDecision, int]:
     """The corpus guard on the watched edit: its revision against the one before; audited."""
+    from lousho.improve import corpus
+    from lousho.improve.corpus import CheckDecision
+
     paths = setup.paths
     watched = load_state(paths).watched
     if watched is None:

@@ -8,19 +8,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lousho.agent.verdict import Check
 from lousho.improve.cache import Cache, Ledger
 from lousho.improve.check_module import CheckModule
 from lousho.improve.controls import RateLimited
-from lousho.improve.corpus import CheckDecision
 from lousho.improve.harness import agent_name
 from lousho.improve.options import StepOptions
 from lousho.improve.result import ImproveResult
 from lousho.improve.state import LoopConfig, LoopState, Paths, load_state, now_utc, update
-from lousho.improve.step import build_runner
 from lousho.models.protocol import ModelClient
+
+if TYPE_CHECKING:
+    from lousho.improve.corpus import CheckDecision
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,10 @@ class LoopRuns:
         self.ledger = Ledger(token_limit=max(config.tokens_per_day - state.tokens_today, 0))
 
     def __enter__(self) -> tuple[Any, Ledger]:
+        # The step (and through it the gate and SciPy) is imported where runs are made, not where the loop's
+        # setup is: `improve reject`, `rollback` and `status` never run the agent.
+        from lousho.improve.step import build_runner
+
         self._tmp = tempfile.TemporaryDirectory(prefix="lousho-loop-")
         runner = build_runner(self.setup.agent_dir, self.module, self.setup.options.model, self.setup.environ,
                               Path(self._tmp.name), Cache(None), self.ledger)

@@ -324,11 +324,11 @@ def interval_from_cluster_sums(
     low, high = _wilson_bounds(p_safe, iid, effective, stdtrit(dof, 1.0 - alpha / 2.0))
     low_one, high_one = _wilson_bounds(p_safe, iid, effective, stdtrit(dof, 1.0 - alpha))
     # A bound takes all of alpha where the other bound cannot miss. As a test inverted: a rate u above every
-    # lower bound that a revision of this many runs and clusters can have is never rejected from the passing
-    # side, so the test at u may spend all of alpha on the failing side (the reasoning of Blaker's exact
-    # tests, on this interval). The upper bound is then the one-sided one if that reaches the edge, else the two-sided
-    # one but never past it; the same for the lower bound, from the lowest upper bound. Near a rate of 1 with
-    # few failures this is what keeps the interval from covering 0.98 instead of 0.95.
+    # lower bound that a revision of this design can have is never rejected from the passing side, so the test
+    # at u may spend all of alpha on the failing side (the reasoning of Blaker's exact tests, on this
+    # interval). The upper bound is then the one-sided one if that reaches the edge, else the two-sided one
+    # but never past it; the same for the lower bound, from the lowest upper bound. Near a rate of 1 with few
+    # failures this is what keeps the interval from covering 0.98 instead of 0.95.
     if not equal_tails:
         edge = highest_lower_bound(n_safe, g, m2, largest, confidence)
         # Below one half the two regions would overlap and each side would lean on the other: equal tails.
@@ -353,8 +353,8 @@ def highest_lower_bound(n: NDArray, g: NDArray, m2: NDArray | None = None, large
     the design effect is at least 1 and Wilson's lower bound grows with the runs and falls with the quantile,
     so it is at most Wilson's at (n - k) / n on n runs with t at the most degrees k failures allow: G - 1, or,
     knowing the sizes, ``2 / (ratio - 1/G)`` with ``ratio`` a floor on ``s4 / s2^2``. A failing cluster's
-    residual is at most ``c = largest * k / n - 1`` (below zero while ``largest * k < n``), a passing one's
-    ``m * k / n``, so the passing ones add at most ``pi = (k / n)^2 m2`` to ``s2``; with j failing clusters,
+    residual is at most ``-c``, ``c = 1 - largest * k / n`` (a floor while ``largest * k < n``), a passing
+    one's ``m * k / n``, so the passing ones add at most ``pi = (k / n)^2 m2`` to ``s2``; with j failing clusters,
     ``s4 / s2^2 >= (F^2 / j) / (F + pi)^2``, rising in their ``F = sum r^2 >= j c^2``, so at least
     ``min over j in {1, k} of j c^4 / (j c^2 + pi)^2``. Past ``MOST_FAILURES`` Wilson's bound falls with k and
     one term at G - 1 degrees covers them all. Without the sizes every k takes G - 1 degrees.

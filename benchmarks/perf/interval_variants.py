@@ -11,10 +11,10 @@ is widest exactly where it would have to be narrow to reach 0.95.
 
 Then the whole grid of section 8 (3 stickinesses, 4 rates, 7 run counts, the same seeds) for:
 
-- ``ours``: ``clustered.clustered_interval_rows``, the interval ``pass_rates`` gives: a bound takes all of the
-  5% where the other cannot miss (beyond ``clustered.highest_lower_bound``, which no revision of the same
-  runs, clusters and cluster sizes can pass), else each takes 2.5%;
-- ``equal-tailed``: the same with 2.5% to each bound always (the interval before);
+- ``ours``: ``clustered.clustered_interval_rows``, the interval ``pass_rates`` gives: no lower bound above an
+  all-passing revision's (``clustered.all_pass_bound``), and above that edge the upper bound takes all of the
+  5% (the mirror image below one minus it), else each bound takes 2.5%;
+- ``equal-tailed``: the same with 2.5% to each bound always and no cap (the interval before);
 - ``z-away``: the equal-tailed one, but the bound away from 1/2 takes the normal quantile (the t with the
   kurtosis' degrees only on the side towards 1/2, where few failures leave the variance unknown);
 - ``score``: a score interval on the cluster-robust variance at the hypothesised rate (``p0`` is inside when

@@ -96,8 +96,7 @@ INTERVALS = ("clustered", "wilson")
 CI_METHODS = {
     "clustered": "95% cluster-robust (Wilson at runs / design effect, t on the cluster sums, all 5% to one bound "
                  "where the other cannot miss): clusters are sessions (conversation_id), else case_id, else the "
-                 "run; covers 0.94-0.97 in sessions at 60-1,000 runs, 0.97-0.98 at a pass rate near 0.93 at "
-                 "135-145 runs (docs/statistics.md §8)",
+                 "run; covers 0.94-0.97 in sessions at 60-1,000 runs (docs/statistics.md §8)",
     "wilson": "95% Wilson: assumes independent runs; covers 0.62-0.93 when runs cluster in sessions "
               "(docs/statistics.md §8)",
 }
@@ -154,7 +153,7 @@ def pass_rates(frame: pl.DataFrame, by: str | list[str] = "harness_revision", k:
     runs_, passes_ = summary["runs"].to_numpy().astype(float), summary["passes"].to_numpy()
     low, high, deff = interval_from_cluster_sums(runs_, passes_ / runs_, summary["s2"].to_numpy(),
                                                  summary["s4"].to_numpy(), summary["clusters"].to_numpy(),
-                                                 summary["m2"].to_numpy(), largest=summary["largest"].to_numpy())
+                                                 summary["m2"].to_numpy())
     if interval == "wilson":
         low, high = wilson_arrays(passes_, summary["runs"].to_numpy())
     summary = summary.with_columns(ci_low=pl.Series(low), ci_high=pl.Series(high),
@@ -197,7 +196,7 @@ def _cluster_sums(scored: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .with_columns(residual=pl.col("x") - pl.col("n") * (pl.col("x").sum() / pl.col("n").sum()).over(keys))
         .group_by(keys)
         .agg(clusters=pl.len().cast(pl.Int64), s2=(pl.col("residual") ** 2).sum(), s4=(pl.col("residual") ** 4).sum(),
-             m2=(pl.col("n").cast(pl.Float64) ** 2).sum(), largest=pl.col("n").max())
+             m2=(pl.col("n").cast(pl.Float64) ** 2).sum())
         .collect()
     )
 

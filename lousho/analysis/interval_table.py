@@ -127,15 +127,13 @@ with the small-sample factor G<sub>e</sub>/(G<sub>e</sub> − 1) on Kish's effec
 G<sub>e</sub> = n² / Σ m<sub>g</sub>² (sessions are of unequal sizes, and CR1's G/(G − 1) left the interval at
 0.935–0.939 between 62 and 75 runs); the t's degrees of freedom come from the kurtosis of the cluster sums,
 capped at clusters − 1. With no session and no case it is exactly the Wilson interval; with every run passing
-(or failing) it counts clusters, not runs. Each bound takes 2.5%, except where the other bound cannot miss:
-then it takes all 5% (the one-sided t). `clustered.highest_lower_bound` bounds the lower bound of any revision
-with the same runs, clusters, squared cluster sizes and largest cluster: with no failure it is Wilson's at 1
-on G runs; with k failures the design effect is at least 1, and the t's degrees are at most G − 1 and at most
-what k failures allow (a failing cluster's residual is at least 1 − k·largest/n from zero, the passing ones'
-add at most (k/n)² Σ m<sub>g</sub>², which floors the kurtosis). A rate above that edge is never rejected from
-the passing side, so a test at it may spend all of its 5% on the failing side (the reasoning of Blaker's exact
-tests, on this interval). The tests enumerate every outcome of small designs against the edge, and place few
-failures anywhere in the traffic model's designs. The `ci_method` column says which interval a
+(or failing) it counts clusters, not runs. No lower bound is above that of a revision whose every run passed
+(Wilson's at 1 on its G clusters, `clustered.all_pass_bound`), no upper bound below the all-fail one: a few
+failures must not make the interval surer than none (with the t's degrees from the kurtosis, two failures in
+separate sessions of 140 runs gave 0.932 against the all-pass 0.907). So a rate above that edge is never
+rejected from the passing side, and there the upper bound takes all 5% (the one-sided t); below it each bound
+takes 2.5%. This is the reasoning of Blaker's exact tests, on this interval; the tests enumerate every outcome
+of small designs against the edge. The `ci_method` column says which interval a
 frame holds; `pass_rates(..., interval="wilson")` gives the Wilson interval, which assumes independent runs.
 
 Coverage of the true pass rate: independent runs exactly (every count of passes), sessions by simulation with
@@ -149,39 +147,37 @@ At {reps:,} revisions a cell, a figure strays from its cell's coverage by up to 
 tests/analysis/test_interval_coverage.py asserts 0.95 ± 0.01 (plus 3 s.e.) with 20,000 revisions a cell on
 this grid in sessions (every run count at every stickiness and rate up to 300 runs; 600 and 1,000 at four of
 the twelve), independent runs exactly, and `pass_rates` itself at three cells; at 20,000 a cell the sessions'
-figures outside the few-failure cells below lie in 0.942–0.963. What the interval cannot do:
+figures outside the few-failure cells below lie in 0.943–0.963. What the interval cannot do:
 
 - **Few failures.** At a true rate of 0.93 (4–8 failures in 60–120 runs), every miss is the upper bound's;
   the lower bound is above 0.93 in at most 0.01% of revisions. All 60 runs pass in about 19% of revisions at
   sticky 0.9 (4% at sticky 0), and those runs cannot tell sticky sessions from a strong agent, so the interval
   keeps 0.93 inside whenever it sees no failure or a few. With 2.5% to each bound it covered 0.980–0.984 at
-  60–120 runs and 0.97–0.98 to about 145. Up to about 130 runs 0.93 is above the edge for nearly every
-  revision (the edge's median is 0.909 at 100 runs, 0.922 at 120 and 0.931 at 140, sticky 0.5), the upper
-  bound takes all 5%, and the interval covers {min(few_in):.3f}–{max(few_in):.3f} at 60–120 runs here
-  (0.959–0.967 at 20,000 a cell: 60–100 runs 0.959–0.963, 120 runs 0.963–0.967, so two of these cells,
-  sticky 0.5 and 0.9 at 120 runs, stay out of 0.95 ± 0.01 by up to 0.007). From about 135 to 145 runs the edge
-  is above 0.93: some revisions' lower bounds could reach it, the rule cannot apply, and the interval covers
-  0.963–0.977 (20,000 a cell). What is lost in these cells is the design effect of one revision: revisions
-  with many failures are those whose sessions failed together, so their design effect is high (at 60 runs and
-  sticky 0, a median of 2.45 at 10 failures against 1.88 for the cell as a whole) and the interval is widest
-  where it would have to be narrow; Wilson's interval at the runs over the cell's *true* design effect, which
-  no interval can know, covers 0.947–0.963 in them. `benchmarks/perf/interval_variants.py` measures this, and
-  the intervals tried in place of the equal-tailed one on this grid (4,000 revisions a cell): the normal
-  quantile on the bound away from one half leaves these cells at 0.966–0.973 and takes 200–300 runs at 0.93
-  down to 0.938–0.942 (22 cells out of the band, against 11; at most 0.023 from 0.95, against 0.036, and
-  ours 0.020); a score interval on the cluster-robust variance
-  at the hypothesised rate covers 0.86–0.93 in sticky sessions (40 out); the cluster-robust t with Hall's
-  transformation for the skewness of the cluster sums, the textbook remedy for a mean whose variance estimate
-  moves with it, leaves 60–80 runs at 0.93 at 0.983–0.991 and covers 0.922–0.939 at 60–120 runs at the other
-  rates (32 out): the revisions it would have to narrow are not the skewed ones. From 150 runs on the
-  interval is 0.95 ± 0.01.
+  60–120 runs and 0.97–0.98 up to 145. Now 0.93 is above the edge (0.83 at 60 runs, 0.91 at 140), the upper
+  bound takes all 5%, and the interval covers {min(few_in):.3f}–{max(few_in):.3f} at 60–120 runs here, and
+  0.959–0.967 from 60 to 150 runs at 20,000 revisions a cell: still conservative, by at most 0.017. Two grid
+  cells (120 runs at sticky 0.5 and 0.9, 0.966 and 0.967) and a few run counts between the grid's (sticky 0.5
+  at 135–145 runs, 0.965–0.967) stay out of 0.95 ± 0.01 (and its 3 s.e.), by up to 0.002. What is left is in
+  the one-sided t and the design effect of one revision: revisions with many failures are those whose
+  sessions failed together, so their design effect is high (at 60 runs and sticky 0, a median of 2.45 at 10
+  failures against 1.88 for the cell as a whole) and the interval is widest where it would have to be narrow;
+  Wilson's interval at the runs over the cell's *true* design effect, which no interval can know, covers
+  0.947–0.963 in these cells. `benchmarks/perf/interval_variants.py` measures this, and the intervals tried in
+  place of the equal-tailed one on this grid (4,000 revisions a cell): the normal quantile on the bound away
+  from one half leaves these cells at 0.966–0.973 and takes 200–300 runs at 0.93 down to 0.938–0.942 (22 cells
+  out of the band, against 11; at most 0.023 from 0.95, against 0.036; ours: 10 out, 0.019); a score interval on
+  the cluster-robust variance at the hypothesised rate covers 0.86–0.93 in sticky sessions (40 out); the
+  cluster-robust t with Hall's transformation for the skewness of the cluster sums, the textbook remedy for a
+  mean whose variance estimate moves with it, leaves 60–80 runs at 0.93 at 0.983–0.991 and covers 0.922–0.939
+  at 60–120 runs at the other rates (32 out): the revisions it would have to narrow are not the skewed ones.
+  From 160 runs on the interval is 0.95 ± 0.01.
 - **The lattice of pass counts.** With few runs a cell's coverage jumps as the count of passes an interval
   admits changes: on independent runs Wilson's exact coverage is 0.938 at 80 runs and a rate of 0.844, 0.964
   at 60 and 200 runs and 0.93, and our interval is Wilson's there. In sessions the same jumps show between
   the grid's run counts: at 0.844 the dense grid of `benchmarks/perf/stats_scenarios.py` (docs/performance.md,
-  20,000 revisions a cell) gives 0.938–0.963 from 60 to 1,000 runs and 0.961–0.974 at 56–58; on the grid above,
-  60 runs in sticky 0.9 sessions at 0.844 cover 0.963 and 60 runs at sticky 0, rate 0.6, 0.962. The tests
-  assert the first apart, as what it is, and the second inside their 3 s.e.
+  20,000 revisions a cell) gave 0.961–0.974 at 56–58 runs with equal tails, and gives 0.943–0.960 from 56 to
+  1,000 runs now (the one-sided rule applies there: 0.844 is above the edge up to about 70 runs). On the
+  grid above, 60 runs at sticky 0, rate 0.6, cover 0.962, which the tests assert inside their 3 s.e.
 
 Wilson's interval covers {min(in_sessions):.2f}–{max(in_sessions):.2f} in sessions.
 

@@ -75,7 +75,7 @@ def _pass_rates(reader: Reader, name: str) -> Safe:
               cls="muted") if more > 0 else join([])
     how = el("p", "The 95% interval is cluster-robust: a session's runs are one cluster (else a case's, else "
                   "each run its own), as runs of one session share a case and often an outcome; it covers "
-                  "0.94–0.97 in sessions from 60 to 1,000 runs (0.97–0.98 at a pass rate near 0.93 at 135–145 runs), "
+                  "0.94–0.97 in sessions from 60 to 1,000 runs, "
                   "where Wilson's covers 0.62–0.93 (docs/statistics.md §8).", cls="muted", id="pass-rate-interval")
     return join([note, pass_rate_chart(list(series.items()), start), legend(names),
                  table(["revision", "scored runs", "passed", "pass rate", "95% interval", "clusters",
@@ -91,8 +91,7 @@ def _intervals(reader: Reader, name: str, revisions: list[str]) -> dict[str, tup
     scored = np.array([r["scored"] for r in rows], dtype=float)
     low, high, _ = interval_from_cluster_sums(
         scored, np.array([r["passes"] for r in rows]) / scored, np.array([r["s2"] for r in rows]),
-        np.array([r["s4"] for r in rows]), np.array([r["clusters"] for r in rows]), np.array([r["m2"] for r in rows]),
-        largest=np.array([r["largest"] for r in rows], dtype=float))
+        np.array([r["s4"] for r in rows]), np.array([r["clusters"] for r in rows]), np.array([r["m2"] for r in rows]))
     return {r["revision"]: (float(lo), float(hi), int(r["clusters"])) for r, lo, hi in zip(rows, low, high,
                                                                                              strict=True)}
 

@@ -185,8 +185,8 @@ def pass_rate_bins(reader: Reader, agent: str) -> list[dict[str, Any]]:
 def revision_clusters(reader: Reader, agent: str, revisions: list[str]) -> dict[str, dict[str, Any]]:
     """Per revision of ``revisions``: its scored non-probe runs' clusters (a session, else a case, else the
     run) and what ``clustered.interval_from_cluster_sums`` needs of them: runs, passes, the number of
-    clusters, the sums of their squared and fourth-power residual sums and of their squared sizes, and the
-    largest (``analysis.pass_rates``' interval).
+    clusters, the sums of their squared and fourth-power residual sums and of their squared sizes
+    (``analysis.pass_rates``' interval).
     """
     rows = reader.rows(
         """
@@ -200,7 +200,7 @@ def revision_clusters(reader: Reader, agent: str, revisions: list[str]) -> dict[
         )
         SELECT harness_revision AS revision, sum(n)::BIGINT AS scored, sum(x)::BIGINT AS passes,
             count(*) AS clusters, sum(residual ^ 2)::DOUBLE AS s2, sum(residual ^ 4)::DOUBLE AS s4,
-            sum(n::DOUBLE ^ 2) AS m2, max(n) AS largest
+            sum(n::DOUBLE ^ 2) AS m2
         FROM r GROUP BY harness_revision
         """, [agent, revisions])
     return {row["revision"]: row for row in rows}

@@ -60,7 +60,7 @@ def _cumulative_intervals(scored: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]
     """After each run, the interval from the clusters' sums so far: each run adds to its cluster, and the sums
     of (passes - runs * p)^2 and ^4 over clusters are polynomials in p of the clusters' power sums
     sum x^a n^b, which grow run by run (cumulated per revision); with a = 0, b = 2 it is the clusters' squared
-    sizes, which give their effective number. The largest cluster so far is a running maximum."""
+    sizes, which give their effective number."""
     y = scored["passed"].cast(pl.Int64).to_numpy().astype(float)
     x0, n0 = scored["_x"].to_numpy().astype(float), scored["_n"].to_numpy().astype(float)
     x1, n1 = x0 + y, n0 + 1.0
@@ -69,15 +69,12 @@ def _cumulative_intervals(scored: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]
     frame = pl.DataFrame({f"a{a}{b}": v for (a, b), v in step.items()} | {
         "revision": scored["harness_revision"], "new": (n0 == 0).astype(float)})
     sums = frame.select(pl.exclude("revision").cum_sum().over("revision"))
-    largest = pl.DataFrame({"revision": scored["harness_revision"], "n": n1}).select(
-        pl.col("n").cum_max().over("revision"))["n"].to_numpy()
     a = {name: sums[name].to_numpy() for name in sums.columns}
     n = scored["runs"].to_numpy().astype(float)
     p = scored["passes"].to_numpy() / n
     s2 = a["a20"] - 2 * p * a["a11"] + p ** 2 * a["a02"]
     s4 = (a["a40"] - 4 * p * a["a31"] + 6 * p ** 2 * a["a22"] - 4 * p ** 3 * a["a13"] + p ** 4 * a["a04"])
-    low, high, _ = interval_from_cluster_sums(n, p, np.maximum(s2, 0.0), np.maximum(s4, 0.0), a["new"], a["a02"],
-                                              largest=largest)
+    low, high, _ = interval_from_cluster_sums(n, p, np.maximum(s2, 0.0), np.maximum(s4, 0.0), a["new"], a["a02"])
     return low, high
 
 

@@ -333,7 +333,7 @@ def interval_from_cluster_sums(
     # image. Near a rate of 1 with few failures this is what keeps the interval from covering 0.98, not 0.95.
     if not equal_tails:
         edge = all_pass_bound(g, confidence)
-        # Below one half (fewer than 6 clusters) the two regions would overlap: equal tails, no cap.
+        # Below one half (fewer than 7 clusters) the two regions would overlap: equal tails, no cap.
         clustered = ~single & (g > 1) & (edge > 0.5)
         low = np.where(clustered, np.minimum(low, edge), low)
         high = np.where(clustered, np.maximum(high, 1.0 - edge), high)

@@ -214,10 +214,9 @@ def clustered_interval(outcomes: ArrayLike, clusters: ArrayLike, confidence: flo
     Wilson score interval at ``n / d`` runs with Student's t for the normal quantile (Korn and Graubard's
     construction), its degrees of freedom from the spread of the cluster sums (``interval_from_cluster_sums``);
     no lower bound is above an all-passing revision's, and a bound takes all of the 5% where the other bound
-    cannot miss, else each takes 2.5%. The design effect is
-    never taken below 1; where it cannot be estimated (every run passed, every run failed, or one cluster) the
-    effective number of runs is the number of clusters, as if each cluster were one run. With every run its
-    own cluster it is the Wilson interval.
+    cannot miss, else each takes 2.5%. The design effect is never taken below 1; where it cannot be estimated
+    (every run passed, every run failed, or one cluster) the effective number of runs is the number of
+    clusters, as if each cluster were one run. With every run its own cluster it is the Wilson interval.
     """
     _checks.probability("confidence", confidence)
     y, g = _side("outcomes", outcomes, clusters)
@@ -346,8 +345,8 @@ def interval_from_cluster_sums(
 
 def all_pass_bound(g: NDArray, confidence: float = 0.95) -> NDArray[np.float64]:
     """The lower bound of a revision of ``g`` clusters whose every run passed: Wilson's at p = 1 on G runs with
-    t at G - 1 degrees, ``G / (G + t^2)``. No revision of G clusters has a higher one; one minus it is the
-    lowest upper bound."""
+    t at G - 1 degrees, ``G / (G + t^2)``. ``interval_from_cluster_sums`` caps every lower bound of a revision
+    of G clusters at it (from 7 clusters on), and every upper bound at one minus it from below."""
     g = np.asarray(g, dtype=float)
     q = stdtrit(np.maximum(g - 1.0, 1.0), 0.5 + confidence / 2.0)
     return g / (g + q * q)

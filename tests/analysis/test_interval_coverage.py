@@ -101,6 +101,16 @@ def test_every_outcome_of_small_designs_keeps_the_edge_and_its_rate(sizes: tuple
     assert (high < equal_high - 1e-9).any()
 
 
+@pytest.mark.parametrize(("n", "sticky", "truth"), [(60, 0.9, 0.93), (140, 0.5, 0.93), (300, 0.0, 0.6)])
+def test_counting_failures_for_passes_mirrors_the_interval(n: int, sticky: float, truth: float) -> None:
+    """The rate of failing is one minus the rate of passing, so its interval is the mirror image: the cap, the
+    one-sided rule and its degrees apply alike at both ends (the grid's rates are all above one half)."""
+    y, session = interval_table.revision_runs(n, 4_000, sticky, seed=n, truth=truth)
+    low, high, _ = _interval(y, session, equal_tails=False)
+    fail_low, fail_high, _ = _interval(1 - y, session, equal_tails=False)
+    assert np.allclose(low, 1 - fail_high, atol=1e-12) and np.allclose(high, 1 - fail_low, atol=1e-12)
+
+
 def test_a_few_failures_never_make_the_interval_surer_than_none() -> None:
     """At 140 runs, two failures in separate sessions gave a lower bound above an all-passing revision's
     (0.932 against 0.907) with equal tails, so 0.93 was not above the edge and the interval covered 0.977.

@@ -133,6 +133,9 @@ def test_the_lake_scope_is_read_only_and_named(tmp_path, lake_url):
                       "SELECT rolpassword FROM __ducklake_metadata_lake.pg_catalog.pg_authid"):
             reply = post(daemon.url, "/v1/sql?scope=lake", json.dumps({"query": query}).encode(), "application/json")
             assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_REFUSED", reply.body
+        # DuckDB lets SQL read its temporary directory: a private one, not ``.tmp`` in the working directory.
+        [row] = _lake(daemon, "SELECT current_setting('temp_directory') AS t")
+        assert Path(row["t"]).is_absolute() and Path(row["t"]).name.startswith("lousho-lake-sql-"), row
         reply = post(daemon.url, "/v1/sql?scope=everywhere", b'{"query": "SELECT 1"}', "application/json")
         assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_BAD_SCOPE"
         # The catalog's password never reaches what a query can read.

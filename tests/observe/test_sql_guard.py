@@ -113,6 +113,27 @@ def test_sql_api_takes_only_json_bodies(shared_daemon, content_type):
         == [{"one": 1}]
 
 
+def test_sql_reads_no_file_in_the_working_directorys_temporary_folder(tmp_path, monkeypatch):
+    """DuckDB lets SQL read its temporary directory with external access off. The writer's in-memory instance
+    had ``.tmp`` in the daemon's working directory for one, so a user's file there was readable; the store now
+    spills beside itself, and only there."""
+    work = tmp_path / "project"
+    (work / ".tmp").mkdir(parents=True)
+    (work / ".tmp" / "secret.csv").write_text("a,b\n1,secret\n")
+    monkeypatch.chdir(work)
+    store = SpanStore(tmp_path / "o.duckdb")
+    try:
+        con = store.reader()
+        for query in ("SELECT * FROM '.tmp/secret.csv'", f"SELECT * FROM '{work / '.tmp' / 'secret.csv'}'",
+                      f"SELECT * FROM glob('{work / '.tmp'}/*')"):
+            with pytest.raises((SqlRefused, SqlFailed)):
+                sql_api.run_query(con, query)
+        assert con.execute("SELECT current_setting('temp_directory')").fetchall() == [(str(tmp_path / "o.duckdb.tmp"),)]
+        con.close()
+    finally:
+        store.close()
+
+
 def test_engine_fences_hold_when_the_parse_check_is_bypassed(tmp_path, monkeypatch):
     """Defence in depth: with the parse-tree check switched off, the read-only transaction still
     refuses the write and the locked configuration still refuses enable_logging."""

@@ -20,13 +20,16 @@ database but the lake (``fence`` lists them for that check).
 
 from __future__ import annotations
 
+import atexit
 import glob
 import json
 import os
 import select
+import shutil
 import signal
 import struct
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -61,6 +64,11 @@ class Lake:
     def __init__(self, catalog: str, data_path: str, read_only: bool, memory_limit: str | None) -> None:
         # Never fetch an extension at run time: both are loaded from their wheels' files.
         config: dict[str, Any] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+        if read_only:
+            # SQL may read DuckDB's temporary directory even with external access off, and an in-memory
+            # instance's is ``.tmp`` in the working directory: a fresh private one holds only its own spills.
+            config["temp_directory"] = tempfile.mkdtemp(prefix="lousho-lake-sql-")
+            atexit.register(shutil.rmtree, config["temp_directory"], True)
         if memory_limit:
             config["memory_limit"] = memory_limit
         self.con = duckdb.connect(config=config)

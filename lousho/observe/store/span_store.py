@@ -521,6 +521,10 @@ def _connect_writer(path: Path, config: dict[str, str | bool]) -> duckdb.DuckDBP
     settings are ``config``. Files are closed to SQL only once the store is attached."""
     store_damage.refuse_other_kinds(path)
     settings = {name: value for name, value in config.items() if name != "enable_external_access"}
+    # An in-memory instance spills to ``.tmp`` in the working directory, and DuckDB lets SQL read its temporary
+    # directory even with external access off: ``SELECT * FROM '.tmp/x.csv'`` read a user's file there. The
+    # store's own (``<store>.tmp``, what DuckDB gives a file database) holds nothing but the store's spills.
+    settings.setdefault("temp_directory", temp_directory(path))
     con = duckdb.connect(":memory:", config=settings)
     try:
         catalog = _catalog(path)
@@ -533,6 +537,11 @@ def _connect_writer(path: Path, config: dict[str, str | bool]) -> duckdb.DuckDBP
         con.close()
         raise store_damage.open_error(path, e) from None
     return con
+
+
+def temp_directory(path: Path) -> str:
+    """Where DuckDB spills for the store at ``path``: beside it, as for a file database."""
+    return str(path.with_name(path.name + ".tmp"))
 
 
 def _catalog(path: Path) -> str:

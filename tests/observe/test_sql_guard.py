@@ -12,7 +12,8 @@ from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.errors import SqlFailed, SqlRefused
 from lousho.observe.sql import query as sql_api
-from lousho.observe.sql.sql_guard import LakeFunction, check_lake_read_only
+from lousho.observe.sql import sql_guard
+from lousho.observe.sql.sql_guard import LakeFunction, check_lake_read_only, check_read_only
 from lousho.observe.store import schema
 from lousho.observe.store.span_store import SpanStore
 
@@ -111,6 +112,37 @@ def test_sql_api_takes_only_json_bodies(shared_daemon, content_type):
     assert reply.json()["error"]["code"] == "LOUSHO_SQL_UNSUPPORTED_MEDIA_TYPE"
     assert post(shared_daemon.url, "/v1/sql", body, "application/json; charset=utf-8").json()["rows"] \
         == [{"one": 1}]
+
+
+def _unions(n: int, table: str = "spans") -> str:
+    return " UNION ALL ".join([f"SELECT count(*) FROM {table}"] * n)
+
+
+def _joins(n: int) -> str:
+    return "SELECT count(*) FROM spans s0 " + " ".join(f"JOIN spans s{i} USING (span_id)" for i in range(1, n + 1))
+
+
+@pytest.mark.parametrize(("query", "within"), [
+    (_unions(sql_guard.MAX_SELECTS), _unions(sql_guard.MAX_SELECTS + 1)),
+    (_joins(sql_guard.MAX_JOINS), _joins(sql_guard.MAX_JOINS + 1)),
+    (_unions(sql_guard.MAX_RUNS_VIEWS, "runs"), _unions(sql_guard.MAX_RUNS_VIEWS + 1, '"Runs"')),
+    (_unions(sql_guard.MAX_RUNS_VIEWS, "main.sessions"), _unions(sql_guard.MAX_RUNS_VIEWS + 1, "SESSIONS")),
+], ids=["unions", "joins", "runs", "sessions"])
+def test_statements_too_costly_to_plan_are_refused_before_planning(query, within):
+    """The time limit interrupts execution, not planning: 20,000 UNION ALLs planned for 78 s against an 8 s
+    limit. The check counts what makes planning dear and refuses past the bound, naming it."""
+    check_read_only(query)
+    with pytest.raises(SqlRefused, match="are planned") as refused:
+        check_read_only(within)
+    assert refused.value.hint
+
+
+@pytest.mark.system
+def test_a_statement_that_would_plan_for_a_minute_is_refused_and_the_daemon_serves_on(shared_daemon):
+    query = " UNION ALL ".join(["SELECT 1"] * 20_000)
+    reply = post(shared_daemon.url, "/v1/sql", json.dumps({"query": query}).encode(), "application/json")
+    assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_REFUSED", reply.body
+    assert sql(shared_daemon.url, "SELECT 1 AS one") == [{"one": 1}]
 
 
 def test_sql_reads_no_file_in_the_working_directorys_temporary_folder(tmp_path, monkeypatch):

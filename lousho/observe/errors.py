@@ -124,6 +124,12 @@ class TokenFileUnreadable(UsageError):
     hint = "point --token-file at a readable file holding the token on one line"
 
 
+class BadToken(UsageError):
+    code = "LOUSHO_OBSERVE_BAD_TOKEN"
+    hint = "use a token of visible ASCII characters with no space, e.g. from: python -c 'import secrets; " \
+           "print(secrets.token_urlsafe(32))'"
+
+
 class BadCaCert(UsageError):
     code = "LOUSHO_OBSERVE_CA_CERT"
     hint = "point --ca-cert (or LOUSHO_CA_CERT) at the daemon's PEM certificate"

@@ -144,6 +144,23 @@ def test_a_token_no_header_can_carry_is_refused_at_start(tmp_path):
     assert read_token_file(tmp_path / "space.tok") == "s3cret"  # what a client can send, both ends alike
 
 
+@pytest.mark.parametrize(("how", "token"), [("flag", " "), ("env", "  "), ("env", "tok en"), ("flag", "tok-Ünï-123"),
+                                            ("file", "tok-Ünï-123")])
+def test_a_token_some_client_cannot_send_is_refused_at_start(tmp_path, monkeypatch, how, token):
+    """A blank token locked every client out; a non-ASCII one worked over HTTP and failed every gRPC export."""
+    args = ["observe", "--db", str(tmp_path / "o.duckdb"), "--port", "0", "--grpc-port", "-1"]
+    if how == "flag":
+        args += ["--token", token]
+    elif how == "env":
+        monkeypatch.setenv("LOUSHO_TOKEN", token)
+    else:
+        (tmp_path / "t.tok").write_text(token + "\n", encoding="utf-8")
+        args += ["--token-file", str(tmp_path / "t.tok")]
+    out = lousho(*args)
+    assert out.returncode == 2 and "LOUSHO_OBSERVE_BAD_TOKEN" in out.stderr, out.stderr
+    assert not (tmp_path / "o.duckdb").exists()
+
+
 @pytest.mark.parametrize("flags", [("--max-body-mib", "-1"), ("--max-body-mib", "0"), ("--port", "70000"),
                                    ("--grpc-port", "-5"), ("--queue-mib", "-1"), ("--sql-timeout", "0")])
 def test_a_daemon_option_out_of_range_is_a_usage_error_before_the_store_is_made(tmp_path, flags):

@@ -17,7 +17,7 @@ from lousho.kernel.errors import UsageError
 from lousho.observe.client.empty_runs import why_no_runs
 from lousho.observe.client.render import print_answer, print_frame, print_table
 from lousho.observe.client.store_client import CsvAnswer, DaemonClient, SqlAnswer, StoreClient, connect
-from lousho.observe.errors import DaemonUnreachable, RunNotFound, SqlTruncated, TokenFileUnreadable
+from lousho.observe.errors import BadToken, DaemonUnreachable, RunNotFound, SqlTruncated, TokenFileUnreadable
 from lousho.observe.runs.runs_view import newest_runs_query, runs_select
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def _token(token: str | None, token_file: Path | None) -> str | None:
     """The token from --token-file, else from --token or LOUSHO_TOKEN; a file and a flag together
     are a usage error (which one was meant?)."""
     if token_file is None:
-        return token
+        return None if token is None else sendable_token(token, "--token or LOUSHO_TOKEN")
     ctx = click.get_current_context(silent=True)
     if token and ctx is not None and ctx.get_parameter_source("token") is ParameterSource.COMMANDLINE:
         raise UsageError("give --token or --token-file, not both", code="LOUSHO_OBSERVE_TOKEN_TWICE",
@@ -108,6 +108,20 @@ def read_token_file(path: Path) -> str:
     if any(c.isspace() or not c.isprintable() for c in token):
         raise TokenFileUnreadable(f"the token in {path} holds whitespace, a second line or a control character, "
                                   "which an HTTP header cannot carry")
+    return sendable_token(token, f"the token in {path}")
+
+
+def sendable_token(token: str, where: str) -> str:
+    """``token`` if every client can send it, else a ``BadToken`` naming ``where`` it came from.
+
+    Clients strip a header's surrounding whitespace and cannot send a line break, so a blank token, or one
+    with whitespace inside, could never match: the daemon would start and refuse everyone. gRPC metadata
+    carries only visible ASCII (a token with ``Ü`` worked over HTTP and failed every gRPC export as INTERNAL)."""
+    if not token.strip():
+        raise BadToken(f"{where} is blank: no client could ever send it")
+    if any(not ("!" <= c <= "~") for c in token):
+        raise BadToken(f"{where} holds a space, a control or a non-ASCII character: HTTP clients strip or cannot "
+                       "send some of these, and gRPC metadata carries only visible ASCII")
     return token
 
 

@@ -69,31 +69,24 @@ def test_the_vectorised_gate_agrees_with_the_decision_function_on_4000_streams()
     assert checked == 4000
 
 
-def test_no_effect_is_accepted_at_most_5_percent_for_every_rate_vector_size_and_candidate_count() -> None:
-    """Every vector at 1 candidate; at 3 and 9 candidates (each at 0.05/c, tried in turn against shared base
-    runs) the vectors that came closest to the level at 1 candidate, which the split keeps well under it."""
+@pytest.mark.parametrize("candidates", [1, 3, 9])
+def test_no_effect_is_accepted_at_most_5_percent_for_every_rate_vector_size_and_candidate_count(
+        candidates: int) -> None:
+    """Every vector of the grid at every size, with 1, 3 and 9 candidates (each at 0.05/c, tried in turn
+    against shared base runs)."""
     rng = np.random.default_rng(11)
     worst = 0.0
     for n in SIZES:
         vectors = _vectors(n, rng)
-        for candidates, names in ((1, list(vectors)), (3, ["p=0.5", "beta mix 0", "half deterministic"]),
-                                  (9, ["p=0.5", "beta mix 0"] if n <= 12 else [])):
-            if not names:
-                continue
-            pb = np.repeat(np.stack([vectors[k] for k in names]), REPLICATES, axis=0)
-            empty = np.zeros((pb.shape[0], 0))
-            done, _ = po.simulate_rows(pb, pb, empty, empty, candidates=candidates, seed=n * 10 + candidates)
-            for name, rate in zip(names, done.reshape(len(names), REPLICATES).mean(axis=1), strict=True):
-                se = np.sqrt(max(rate, 0.05) * (1 - rate) / REPLICATES)
-                assert rate <= 0.05 + 3 * se, (n, candidates, name, rate)
-                worst = max(worst, float(rate))
+        names = list(vectors)
+        pb = np.repeat(np.stack([vectors[k] for k in names]), REPLICATES, axis=0)
+        empty = np.zeros((pb.shape[0], 0))
+        done, _ = po.simulate_rows(pb, pb, empty, empty, candidates=candidates, seed=n * 10 + candidates)
+        for name, rate in zip(names, done.reshape(len(names), REPLICATES).mean(axis=1), strict=True):
+            se = np.sqrt(max(rate, 0.05) * (1 - rate) / REPLICATES)
+            assert rate <= 0.05 + 3 * se, (n, candidates, name, rate)
+            worst = max(worst, float(rate))
     assert worst > 0.01, "the gate is not trivially conservative"
-
-
-def test_nine_candidates_at_24_and_30_cases_stay_under_5_percent() -> None:
-    for n in (24, 30):
-        sim = po.simulate_gate(np.full(n, 0.5), np.full(n, 0.5), candidates=9, replicates=REPLICATES, seed=n)
-        assert sim.accept <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / REPLICATES)
 
 
 @pytest.mark.parametrize(("n", "target"), [(12, 0.45), (24, 0.75)])
@@ -108,18 +101,21 @@ def test_a_lift_of_0_2_on_every_case_is_accepted(n: int, target: float) -> None:
         assert rate >= target - 3 * np.sqrt(rate * (1 - rate) / REPLICATES), (n, rate)
 
 
-def test_runs_spent_with_no_effect_are_at_most_a_quarter_more_than_the_seed_gates() -> None:
+@pytest.mark.parametrize("candidates", [1, 3])
+def test_runs_spent_with_no_effect_are_at_most_a_quarter_more_than_the_seed_gates(candidates: int) -> None:
+    """Every vector and size, 1 and 3 candidates: at most 1.21x and 1.245x. With 9 candidates and 6-12 cases it is
+    up to 1.38x (docs/statistics.md §9): the seed gate stops at its first false accept, 12-41% of the time."""
     rng = np.random.default_rng(5)
     for n in SIZES:
         vectors = _vectors(n, rng)
-        names = ["p=0.1", "p=0.5", "p=0.9", "beta mix 0", "half deterministic"]
+        names = list(vectors)
         pb = np.repeat(np.stack([vectors[k] for k in names]), REPLICATES, axis=0)
         held = np.full((pb.shape[0], max(n // 3, 1)), 0.8)
-        _, new = po.simulate_rows(pb, pb, held, held, seed=1)
-        _, old = po.simulate_rows(pb, pb, held, held, gate="seed", seed=1)
+        _, new = po.simulate_rows(pb, pb, held, held, candidates=candidates, seed=1)
+        _, old = po.simulate_rows(pb, pb, held, held, gate="seed", candidates=candidates, seed=1)
         for name, a, b in zip(names, new.reshape(len(names), -1).mean(axis=1),
                               old.reshape(len(names), -1).mean(axis=1), strict=True):
-            assert a <= 1.25 * b, (n, name, a, b)
+            assert a <= 1.25 * b, (n, candidates, name, a, b)
 
 
 MIXES = {

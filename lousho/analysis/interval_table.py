@@ -145,8 +145,8 @@ size 3 sharing a case, a repeat copying the session's first outcome with probabi
 At {reps:,} revisions a cell, a figure strays from its cell's coverage by up to about 0.01 (2 s.e.).
 tests/analysis/test_interval_coverage.py asserts 0.95 ± 0.01 (plus 3 s.e.) with 20,000 revisions a cell on
 every cell of this grid in sessions, run counts between the grid's at 0.93, independent runs exactly, and
-`pass_rates` itself at three cells. At 20,000 a cell every cell of the grid in sessions lies in 0.943–0.962, and at 0.844 and 0.93
-the run counts between the grid's from 56 to 300 runs in 0.942–0.956. Two things shape it:
+`pass_rates` itself at three cells. At 20,000 a cell every cell of the grid in sessions lies in 0.943–0.962,
+and at 0.844 and 0.93 the run counts between the grid's from 56 to 300 runs in 0.942–0.956. Two things shape it:
 
 - **Few failures.** At a true rate of 0.93 (4–8 failures in 60–120 runs) the lower bound is above 0.93 in at
   most 0.01% of revisions, so every miss is the upper bound's. All 60 runs pass in about 19% of revisions at

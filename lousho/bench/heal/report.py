@@ -47,8 +47,8 @@ SIMULATED = (
     "a person: the forced writes (planted-forced, stable-monitor), the hand edit that makes an approve stale "
     "(manual), the kill switch file (kill-switch), and the corpus an earlier cycle would have left (planted-forced, "
     "stable-monitor)",
-    "the daemon's trigger: healthy applies its rule (20 runs against 20) to the store instead of running it in "
-    "the daemon",
+    "the daemon's trigger: healthy applies the seeds' rule (--trigger seed, 20 runs against 20) to the store "
+    "instead of running it in the daemon; the default CUSUM needs a reference of 1,000 scored runs first",
     "not simulated: the traffic canary and the monitor judge real routed, scored sessions in the benchmark's own "
     "observe daemon",
 )

@@ -16,7 +16,10 @@ from lousho.improve.watcher import tick
 from lousho.observe.client.store_client import connect
 from lousho.observe.trigger.detector import Window, judge
 
-DETECT_RUNS = 40  # the daemon trigger's two windows of 20 (seed §4.3's monitor rule)
+# The seeds' trigger rule (``lousho observe --trigger seed``): two windows of 20 (seed §4.3's monitor rule). The
+# default CUSUM waits for a reference of 1,000 scored runs before it can fire at all, so 40 runs could not show
+# it leaving a healthy agent alone; the seeds' rule fires on noise more readily, which makes it the stricter test.
+DETECT_RUNS = 40
 CANARY_BATCH = 8  # sessions between watcher ticks while the traffic canary runs
 CANARY_MAX_SESSIONS = 240  # enough for 50 candidate sessions at a 25% share, with room
 
@@ -60,8 +63,9 @@ def stable_monitor(a: Attempt) -> Result:
 
 
 def healthy(a: Attempt) -> Result:
-    """No cycle past detect: an agent whose harness already has the fixes serves 40 live runs; the
-    daemon trigger's rule finds no regression, so no cycle starts and no editor is asked."""
+    """No cycle past detect: an agent whose harness already has the fixes serves 40 live runs; the seeds'
+    trigger rule (``--trigger seed``; see ``DETECT_RUNS``) finds no regression, so no cycle starts and no editor
+    is asked."""
     a.use_editors(editors.true_fix)
     instructions = a.agent_dir / "instructions.md"
     instructions.write_text(instructions.read_text(encoding="utf-8").rstrip("\n") + f"\n\n{rules.MONTH_RULE}\n",
@@ -83,7 +87,8 @@ def healthy(a: Attempt) -> Result:
 
 
 def detect(a: Attempt) -> Window | None:
-    """The daemon trigger's rule (``lousho.observe.trigger.detector.judge``) on the live revision's scored runs."""
+    """The seeds' trigger rule (``lousho.observe.trigger.detector.judge``, the daemon's ``--trigger seed``) on the
+    live revision's scored runs."""
     frame = runs(connect(a.bench.daemon_url), agent=a.name, revision="live")
     outcomes = [bool(p) for p in frame["passed"].to_list() if p is not None]
     return judge(outcomes)

@@ -135,7 +135,8 @@ def test_the_lake_scope_is_read_only_and_named(tmp_path, lake_url):
             assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_REFUSED", reply.body
         # DuckDB lets SQL read its temporary directory: a private one, not ``.tmp`` in the working directory.
         [row] = _lake(daemon, "SELECT current_setting('temp_directory') AS t")
-        assert Path(row["t"]).is_absolute() and Path(row["t"]).name.startswith("lousho-lake-sql-"), row
+        spill = Path(row["t"])
+        assert spill.name.startswith(".lousho-lake-sql-") and spill.is_dir(), row  # beside the lake's data, on disk
         reply = post(daemon.url, "/v1/sql?scope=everywhere", b'{"query": "SELECT 1"}', "application/json")
         assert reply.status == 400 and reply.json()["error"]["code"] == "LOUSHO_SQL_BAD_SCOPE"
         # The catalog's password never reaches what a query can read.
@@ -145,6 +146,7 @@ def test_the_lake_scope_is_read_only_and_named(tmp_path, lake_url):
             lake_url.split(":")[2].split("@")[0] not in reply.body.decode()
     finally:
         assert daemon.stop() == 0
+    assert not spill.exists()  # gone with the lake's process
     plain = start_daemon(tmp_path / "plain" / "observe.duckdb")
     try:
         reply = post(plain.url, "/v1/sql?scope=lake", b'{"query": "SELECT 1"}', "application/json")

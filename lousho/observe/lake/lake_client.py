@@ -153,15 +153,22 @@ class LakeClient:
         self._passfile = write_passfile(secret) if secret else None
         if self._passfile is not None:
             env["PGPASSFILE"] = str(self._passfile)
+        # SQL may read DuckDB's temporary directory even with external access off (an in-memory instance's is
+        # ``.tmp`` in the working directory): the read-only lake spills to a private directory on the data's
+        # disk (not /tmp, often memory), removed here when the process stops or is killed.
+        self._temp = Path(tempfile.mkdtemp(prefix=".lousho-lake-sql-", dir=Path(target.data_path).parent)) \
+            if read_only else None
         try:
             self._proc = subprocess.Popen([lake_python(python), "-I", str(WORKER)], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, env=env)
         except OSError as e:
-            remove_passfile(self._passfile)
+            self._remove_files()
             raise LakeUnavailable(f"the lake's process did not start: {e}") from e
         try:
             opened = self._request({"op": "open", "catalog": attach, "data_path": target.data_path,
-                                    "read_only": read_only, "memory_limit": memory_limit}, deadline_s=open_timeout_s)
+                                    "read_only": read_only, "memory_limit": memory_limit,
+                                    "temp_directory": str(self._temp) if self._temp else None},
+                                   deadline_s=open_timeout_s)
         except BaseException:
             self._proc.kill()
             self.close()
@@ -230,7 +237,7 @@ class LakeClient:
             self._proc.wait()
         if self._proc.stdout is not None:
             self._proc.stdout.close()
-        remove_passfile(self._passfile)
+        self._remove_files()
 
     def kill(self) -> None:
         """End the lake's process now: a request waiting on it fails (a shutdown that cannot wait for the lake)."""
@@ -238,6 +245,13 @@ class LakeClient:
             self._proc.kill()
         except OSError:
             pass
+        if self._temp is not None:  # a killed process leaves its spills: they go with it
+            shutil.rmtree(self._temp, ignore_errors=True)
+
+    def _remove_files(self) -> None:
+        remove_passfile(self._passfile)
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
 
     def __enter__(self) -> LakeClient:
         return self
@@ -258,7 +272,7 @@ class LakeClient:
 
         def kill() -> None:
             killed.set()
-            self._proc.kill()
+            self.kill()
 
         timer = threading.Timer(deadline_s, kill) if deadline_s is not None else None
         late = LakeUnavailable(f"the lake did not answer within {deadline_s or 0:g} s; its process was stopped")

@@ -20,16 +20,13 @@ database but the lake (``fence`` lists them for that check).
 
 from __future__ import annotations
 
-import atexit
 import glob
 import json
 import os
 import select
-import shutil
 import signal
 import struct
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -61,14 +58,14 @@ def extension_path(name: str) -> str:
 
 
 class Lake:
-    def __init__(self, catalog: str, data_path: str, read_only: bool, memory_limit: str | None) -> None:
+    def __init__(self, catalog: str, data_path: str, read_only: bool, memory_limit: str | None,
+                 temp_directory: str | None = None) -> None:
         # Never fetch an extension at run time: both are loaded from their wheels' files.
         config: dict[str, Any] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-        if read_only:
+        if temp_directory:
             # SQL may read DuckDB's temporary directory even with external access off, and an in-memory
-            # instance's is ``.tmp`` in the working directory: a fresh private one holds only its own spills.
-            config["temp_directory"] = tempfile.mkdtemp(prefix="lousho-lake-sql-")
-            atexit.register(shutil.rmtree, config["temp_directory"], True)
+            # instance's is ``.tmp`` in the working directory: the client's private one holds only our spills.
+            config["temp_directory"] = temp_directory
         if memory_limit:
             config["memory_limit"] = memory_limit
         self.con = duckdb.connect(config=config)
@@ -337,7 +334,7 @@ def _answer(lake: Lake | None, header: dict[str, Any], payload: bytes) -> tuple[
     op = header["op"]
     if op == "open":
         lake = Lake(header["catalog"], header["data_path"], header.get("read_only", False),
-                    header.get("memory_limit"))
+                    header.get("memory_limit"), header.get("temp_directory"))
         return lake, {"ok": True, "version": lake.version(), "duckdb": duckdb.__version__}, b""
     if lake is None:
         raise RuntimeError("the lake is not open")

@@ -126,8 +126,8 @@ class TokenFileUnreadable(UsageError):
 
 class BadToken(UsageError):
     code = "LOUSHO_OBSERVE_BAD_TOKEN"
-    hint = "use a token of visible ASCII characters with no space, e.g. from: python -c 'import secrets; " \
-           "print(secrets.token_urlsafe(32))'"
+    hint = ("use a token of printable ASCII with no space at either end, e.g. from: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'")
 
 
 class BadCaCert(UsageError):

@@ -144,8 +144,8 @@ def test_a_token_no_header_can_carry_is_refused_at_start(tmp_path):
     assert read_token_file(tmp_path / "space.tok") == "s3cret"  # what a client can send, both ends alike
 
 
-@pytest.mark.parametrize(("how", "token"), [("flag", " "), ("env", "  "), ("env", "tok en"), ("flag", "tok-Ünï-123"),
-                                            ("file", "tok-Ünï-123")])
+@pytest.mark.parametrize(("how", "token"), [("flag", " "), ("env", "  "), ("env", "tok en "), ("flag", "tok-Ünï-123"),
+                                            ("file", "tok-Ünï-123"), ("env", "tok\ten")])
 def test_a_token_some_client_cannot_send_is_refused_at_start(tmp_path, monkeypatch, how, token):
     """A blank token locked every client out; a non-ASCII one worked over HTTP and failed every gRPC export."""
     args = ["observe", "--db", str(tmp_path / "o.duckdb"), "--port", "0", "--grpc-port", "-1"]
@@ -159,6 +159,14 @@ def test_a_token_some_client_cannot_send_is_refused_at_start(tmp_path, monkeypat
     out = lousho(*args)
     assert out.returncode == 2 and "LOUSHO_OBSERVE_BAD_TOKEN" in out.stderr, out.stderr
     assert not (tmp_path / "o.duckdb").exists()
+
+
+def test_a_token_with_a_space_inside_or_base64_signs_is_sendable():
+    from lousho.observe.client.cli import sendable_token
+    from lousho.observe.receive.http_layers import bearer_matches
+
+    for token in ("correct horse battery", "a+b/c=="):
+        assert sendable_token(token, "t") == token and bearer_matches(f"Bearer {token}", token.encode())
 
 
 @pytest.mark.parametrize("flags", [("--max-body-mib", "-1"), ("--max-body-mib", "0"), ("--port", "70000"),

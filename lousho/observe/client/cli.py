@@ -105,8 +105,8 @@ def read_token_file(path: Path) -> str:
     token = text.strip()
     if not token:
         raise TokenFileUnreadable(f"the token file {path} is empty")
-    if any(c.isspace() or not c.isprintable() for c in token):
-        raise TokenFileUnreadable(f"the token in {path} holds whitespace, a second line or a control character, "
+    if any(c != " " and (c.isspace() or not c.isprintable()) for c in token):
+        raise TokenFileUnreadable(f"the token in {path} holds a second line, a tab or a control character, "
                                   "which an HTTP header cannot carry")
     return sendable_token(token, f"the token in {path}")
 
@@ -115,13 +115,16 @@ def sendable_token(token: str, where: str) -> str:
     """``token`` if every client can send it, else a ``BadToken`` naming ``where`` it came from.
 
     Clients strip a header's surrounding whitespace and cannot send a line break, so a blank token, or one
-    with whitespace inside, could never match: the daemon would start and refuse everyone. gRPC metadata
-    carries only visible ASCII (a token with ``Ü`` worked over HTTP and failed every gRPC export as INTERNAL)."""
+    starting or ending with a space, could never match: the daemon would start and refuse everyone. gRPC
+    metadata carries only printable ASCII (a token with ``Ü`` worked over HTTP and failed every gRPC export as
+    INTERNAL). A space inside is sent by both."""
     if not token.strip():
         raise BadToken(f"{where} is blank: no client could ever send it")
-    if any(not ("!" <= c <= "~") for c in token):
-        raise BadToken(f"{where} holds a space, a control or a non-ASCII character: HTTP clients strip or cannot "
-                       "send some of these, and gRPC metadata carries only visible ASCII")
+    if token != token.strip(" "):
+        raise BadToken(f"{where} starts or ends with a space, which clients strip from the header")
+    if any(not (" " <= c <= "~") for c in token):
+        raise BadToken(f"{where} holds a control or a non-ASCII character: HTTP clients cannot send some of these, "
+                       "and gRPC metadata carries only printable ASCII")
     return token
 
 

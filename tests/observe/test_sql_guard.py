@@ -122,12 +122,34 @@ def _joins(n: int) -> str:
     return "SELECT count(*) FROM spans s0 " + " ".join(f"JOIN spans s{i} USING (span_id)" for i in range(1, n + 1))
 
 
+def _subqueries(n: int) -> str:
+    return "SELECT count(*) FROM range(10) WHERE " + " AND ".join(f"range IN (SELECT range FROM range({k + 2}))"
+                                                                 for k in range(n))
+
+
+def _doubling(levels: int, materialized: str = "") -> str:
+    ctes = ["c0 AS (SELECT 1 AS x)"] + [f"c{k} AS {materialized}(SELECT x FROM c{k - 1} UNION ALL SELECT x FROM "
+                                        f"c{k - 1})" for k in range(1, levels + 1)]
+    return f"WITH {', '.join(ctes)} SELECT count(*) FROM c{levels}"
+
+
+def test_ctes_copied_in_at_every_use_are_refused_and_ctes_duckdb_materialises_pass():
+    """20 NOT MATERIALIZED CTEs, each using the one before twice, are under 1 KB and 60 SELECTs, and their plan
+    doubles with every line (13 lines: 2 s); without NOT MATERIALIZED DuckDB materialises them and plans at once."""
+    check_read_only(_doubling(20))
+    check_read_only(_doubling(20, "MATERIALIZED "))
+    with pytest.raises(SqlRefused, match="NOT MATERIALIZED") as refused:
+        check_read_only(_doubling(20, "NOT MATERIALIZED "))
+    assert refused.value.hint
+
+
 @pytest.mark.parametrize(("query", "within"), [
+    (_subqueries(sql_guard.MAX_JOINS), _subqueries(sql_guard.MAX_JOINS + 1)),
     (_unions(sql_guard.MAX_SELECTS), _unions(sql_guard.MAX_SELECTS + 1)),
     (_joins(sql_guard.MAX_JOINS), _joins(sql_guard.MAX_JOINS + 1)),
     (_unions(sql_guard.MAX_RUNS_VIEWS, "runs"), _unions(sql_guard.MAX_RUNS_VIEWS + 1, '"Runs"')),
     (_unions(sql_guard.MAX_RUNS_VIEWS, "main.sessions"), _unions(sql_guard.MAX_RUNS_VIEWS + 1, "SESSIONS")),
-], ids=["unions", "joins", "runs", "sessions"])
+], ids=["subqueries", "unions", "joins", "runs", "sessions"])
 def test_statements_too_costly_to_plan_are_refused_before_planning(query, within):
     """The time limit interrupts execution, not planning: 20,000 UNION ALLs planned for 78 s against an 8 s
     limit. The check counts what makes planning dear and refuses past the bound, naming it."""

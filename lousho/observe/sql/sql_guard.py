@@ -91,18 +91,22 @@ SELECT
     list_distinct(regexp_extract_all(j, '"function_name":"((?:[^"\\]|\\.)*)"', 1)),
     list_distinct(regexp_extract_all(j, '"(?:catalog_name|schema_name|catalog|schema)":"((?:[^"\\]|\\.)*)"', 1)),
     len(regexp_extract_all(j, '"type":"SELECT_NODE"')),
-    len(regexp_extract_all(j, '"type":"JOIN"')),
-    len(regexp_extract_all(j, '"table_name":"(?i:runs|sessions)"'))
+    len(regexp_extract_all(j, '"type":"JOIN"')) + len(regexp_extract_all(j, '"class":"SUBQUERY"')),
+    len(regexp_extract_all(j, '"table_name":"(?i:runs|sessions)"')),
+    contains(j, '"materialized":"CTE_MATERIALIZE_NEVER"')
 FROM s
 """
 
 # Bounds on what DuckDB must plan. The time limit interrupts execution, not planning, and planning grows faster
 # than the text: 20,000 UNION ALLs (220 KB) planned for 78 s against an 8 s limit, 200 tables in one join for
-# 14 s (400: 215 s), and ``runs`` is a view of many steps (50 references: 10 s). At these bounds the worst
-# plans take about a second each.
-MAX_SELECTS = 1_000
-MAX_JOINS = 100
-MAX_RUNS_VIEWS = 16
+# 14 s (400: 215 s), and ``runs`` is a view of many steps (50 references: 10 s). A subquery in an expression
+# (IN, EXISTS, a scalar) is planned as a join, and counts as one. At each bound alone the dearest plan found
+# takes 0.5-1.1 s (500 SELECTs of spans 0.6 s, 64 joins of spans 0.45 s, 10 of runs 1.1 s); together, more.
+# A NOT MATERIALIZED CTE is copied in at every use, so CTEs that each use the one before twice double the plan
+# with every line: refused outright (DuckDB's own choice materialises a CTE used more than once).
+MAX_SELECTS = 500
+MAX_JOINS = 64
+MAX_RUNS_VIEWS = 10
 _PLAN_HINT = "split the query into several, or aggregate in one pass (GROUP BY) rather than one branch per value"
 
 
@@ -134,15 +138,19 @@ def check_read_only(query: object, con: duckdb.DuckDBPyConnection | None = None)
         if own:
             con.close()
     assert row is not None
-    failed, error_type, error_message, count, node_types, names, qualifiers, selects, joins, views = row
+    failed, error_type, error_message, count, node_types, names, qualifiers, selects, joins, views, inlined = row
     if failed:
         _refuse_unserialisable(query, error_type, error_message)
     if count == 0:
         raise SqlRefused("the query is empty")
     if count != 1:
         raise SqlRefused(f"one statement per request, got {count}")
+    if inlined:
+        raise SqlRefused("NOT MATERIALIZED common table expressions are refused: DuckDB copies one in at every use, "
+                         "so a few lines of them can take hours to plan", hint="leave out NOT MATERIALIZED")
     for found, bound, what in ((selects, MAX_SELECTS, "SELECTs (each branch of a UNION is one)"),
-                               (joins, MAX_JOINS, "joins"), (views, MAX_RUNS_VIEWS, "references to runs or sessions")):
+                               (joins, MAX_JOINS, "joins and subqueries (IN, EXISTS, scalar)"),
+                               (views, MAX_RUNS_VIEWS, "references to runs or sessions")):
         if found > bound:
             raise SqlRefused(f"the query has {found:,} {what}; at most {bound:,} are planned, since planning "
                              "runs outside the time limit", hint=_PLAN_HINT)

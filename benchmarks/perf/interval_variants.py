@@ -9,7 +9,7 @@ effect it measures by count of failures against the cell's own (the variance of 
 over n p (1 - p)): the revisions with many failures are those whose sessions failed together, so the interval
 is widest exactly where it would have to be narrow to reach 0.95.
 
-Then the whole grid of section 8 (3 stickinesses, 4 rates, 7 run counts, the same seeds) for:
+Then the whole grid of section 8 (3 stickinesses, 5 rates, 7 run counts, the same seeds) for:
 
 - ``ours``: ``clustered.clustered_interval_rows``, the interval ``pass_rates`` gives: no lower bound above an
   all-passing revision's (``clustered.all_pass_bound``), and above that edge the upper bound takes all of the
@@ -206,7 +206,8 @@ def grid(replicates: int) -> None:
                 out[name] += sum(abs(v - 0.95) > 0.01 for v in values)
                 farthest[name] = max(farthest[name], *(abs(v - 0.95) for v in values))
                 print(f"| {name} | {sticky} | {truth:.3g} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
-    print("\ncells outside 0.95 ± 0.01 (of 84): " + ", ".join(f"{k} {v}" for k, v in out.items()))
+    cells = len(STICKY) * len(interval_table.RATES) * len(interval_table.RUNS)
+    print(f"\ncells outside 0.95 ± 0.01 (of {cells}): " + ", ".join(f"{k} {v}" for k, v in out.items()))
     print("farthest from 0.95: " + ", ".join(f"{k} {v:.3f}" for k, v in farthest.items()))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -23,6 +24,9 @@ from scipy.special import stdtrit
 from lousho.analysis import _checks
 from lousho.analysis.errors import BadInputError
 from lousho.analysis.stats import pooled_z_arrays
+
+# The degrees of freedom of the bound that takes all of alpha (``interval_from_cluster_sums``).
+Degrees = Literal["clusters", "kurtosis"]
 
 
 @dataclass(frozen=True)
@@ -214,9 +218,10 @@ def clustered_interval(outcomes: ArrayLike, clusters: ArrayLike, confidence: flo
     Wilson score interval at ``n / d`` runs with Student's t for the normal quantile (Korn and Graubard's
     construction), its degrees of freedom from the spread of the cluster sums (``interval_from_cluster_sums``);
     no lower bound is above an all-passing revision's, and a bound takes all of the 5% where the other bound
-    cannot miss, else each takes 2.5%. The design effect is never taken below 1; where it cannot be estimated
-    (every run passed, every run failed, or one cluster) the effective number of runs is the number of
-    clusters, as if each cluster were one run. With every run its own cluster it is the Wilson interval.
+    cannot miss (with t at clusters - 1 degrees), else each takes 2.5%. The design effect is never taken below
+    1; where it cannot be estimated (every run passed, every run failed, or one cluster) the effective number
+    of runs is the number of clusters, as if each cluster were one run. With every run its own cluster it is
+    the Wilson interval.
     """
     _checks.probability("confidence", confidence)
     y, g = _side("outcomes", outcomes, clusters)
@@ -229,7 +234,7 @@ def clustered_interval(outcomes: ArrayLike, clusters: ArrayLike, confidence: flo
 
 def clustered_interval_rows(
     y: NDArray, clusters: NDArray, mask: NDArray, confidence: float = 0.95, equal_tails: bool = False, *,
-    one_sided_degrees: str = "clusters",
+    one_sided_degrees: Degrees = "clusters",
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
     """``clustered_interval`` for every row of (R, L) arrays: (low, high, design effect, clusters);
     ``equal_tails`` and ``one_sided_degrees`` as in ``interval_from_cluster_sums``."""
@@ -245,7 +250,7 @@ def clustered_interval_rows(
 
 def clustered_interval_counts(
     passes: ArrayLike, runs: ArrayLike, group: ArrayLike, groups: int, confidence: float = 0.95,
-    equal_tails: bool = False, *, one_sided_degrees: str = "clusters",
+    equal_tails: bool = False, *, one_sided_degrees: Degrees = "clusters",
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
     """The interval of many groups at once from per-cluster counts: cluster i passed ``passes[i]`` of its
     ``runs[i]`` runs and belongs to group ``group[i]`` in [0, groups) (clusters with no run are ignored).
@@ -271,7 +276,7 @@ def clustered_interval_counts(
 
 def interval_from_cluster_sums(
     n: NDArray, p: NDArray, s2: NDArray, s4: NDArray, g: NDArray, m2: NDArray, confidence: float = 0.95,
-    equal_tails: bool = False, *, one_sided_degrees: str = "clusters",
+    equal_tails: bool = False, *, one_sided_degrees: Degrees = "clusters",
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The interval from a group's runs ``n``, pass rate ``p``, the sums over its ``g`` clusters of the squared
     and fourth-power cluster residual sums (``s2``, ``s4``; residual = passes - runs * p) and of the squared

@@ -96,7 +96,8 @@ INTERVALS = ("clustered", "wilson")
 CI_METHODS = {
     "clustered": "95% cluster-robust (Wilson at runs / design effect, t on the cluster sums, all 5% to one bound "
                  "where the other cannot miss, with t at clusters - 1): clusters are sessions (conversation_id), "
-                 "else case_id, else the run; covers 0.94-0.96 in sessions at 60-1,000 runs (docs/statistics.md §8)",
+                 "else case_id, else the run; covers 0.94-0.96 in sessions at 60-1,000 runs and true rates 0.6-0.95 "
+                 "(docs/statistics.md §8)",
     "wilson": "95% Wilson: assumes independent runs; covers 0.62-0.93 when runs cluster in sessions "
               "(docs/statistics.md §8)",
 }

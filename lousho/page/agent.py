@@ -75,7 +75,7 @@ def _pass_rates(reader: Reader, name: str) -> Safe:
               cls="muted") if more > 0 else join([])
     how = el("p", "The 95% interval is cluster-robust: a session's runs are one cluster (else a case's, else "
                   "each run its own), as runs of one session share a case and often an outcome; it covers "
-                  "0.94–0.96 in sessions from 60 to 1,000 runs, "
+                  "0.94–0.96 in sessions from 60 to 1,000 runs at true rates 0.6–0.95, "
                   "where Wilson's covers 0.62–0.93 (docs/statistics.md §8).", cls="muted", id="pass-rate-interval")
     return join([note, pass_rate_chart(list(series.items()), start), legend(names),
                  table(["revision", "scored runs", "passed", "pass rate", "95% interval", "clusters",

@@ -2,7 +2,7 @@
 on session-clustered traffic), measured on the traffic model with 20,000 revisions a cell and asserted with 3
 standard errors to spare, with the few-failure cells at a true rate of 0.93 among them.
 
-The sessions grid: every run count in ``RUNS`` at every stickiness and true rate (84 cells, about 70 s here).
+The sessions grid: every run count in ``RUNS`` at every stickiness and true rate (105 cells, about 90 s here).
 Independent runs are checked exactly, over every count of passes, since there the interval is Wilson's.
 """
 
@@ -39,7 +39,7 @@ BETWEEN = [(n, sticky) for n in (100, 140) for sticky in STICKY]
 def test_the_interval_covers_95_percent_in_sessions(n: int, sticky: float, truth: float) -> None:
     result = interval_table.coverage(n, REPS, sticky, seed=interval_table.seed(n, truth), truth=truth)
     assert abs(result.clustered - 0.95) <= BAND, result
-    assert result.wilson < 0.93  # Wilson's, which counts runs as independent, is too sure of itself
+    assert result.wilson < 0.95 - BAND  # Wilson's, which counts runs as independent, is too sure of itself
 
 
 @pytest.mark.parametrize(("n", "sticky"), BETWEEN, ids=lambda v: str(v))
@@ -100,8 +100,8 @@ def test_every_outcome_of_small_designs_keeps_the_edge_and_its_rate(sizes: tuple
 
 @pytest.mark.parametrize(("n", "sticky", "truth"), [(60, 0.9, 0.93), (140, 0.5, 0.93), (300, 0.0, 0.6)])
 def test_counting_failures_for_passes_mirrors_the_interval(n: int, sticky: float, truth: float) -> None:
-    """The rate of failing is one minus the rate of passing, so its interval is the mirror image: the cap, the
-    one-sided rule and its degrees apply alike at both ends (the grid's rates are all above one half)."""
+    """The rate of failing is one minus the rate of passing, so its interval is the mirror image: the cap and the
+    one-sided rule apply alike at both ends (the grid's rates are all above one half)."""
     y, session = interval_table.revision_runs(n, 4_000, sticky, seed=n, truth=truth)
     low, high, _ = _interval(y, session, equal_tails=False)
     fail_low, fail_high, _ = _interval(1 - y, session, equal_tails=False)
@@ -126,7 +126,8 @@ def test_a_few_failures_never_make_the_interval_surer_than_none() -> None:
 
 # Wilson's own lattice: at these points its exact coverage leaves the band, and no interval on pass counts
 # alone keeps every point inside (docs/statistics.md section 8).
-WILSON_LATTICE = {(80, interval_table.TRUTH): 0.938, (60, 0.93): 0.964, (200, 0.93): 0.964}
+WILSON_LATTICE = {(80, interval_table.TRUTH): 0.938, (60, 0.93): 0.964, (200, 0.93): 0.964, (60, 0.95): 0.970,
+                  (80, 0.95): 0.937, (200, 0.95): 0.967}
 
 
 @pytest.mark.parametrize("truth", RATES)

@@ -331,3 +331,19 @@ def test_a_reduced_run_meets_every_scenarios_must_happen(tmp_path: Path) -> None
     assert attempts["stable-monitor"]["monitors"] and set(attempts["stable-monitor"]["monitors"]) <= {
         "concurrent", "stratified"}
     assert "monitor that ran: " in text and "monitor that ran: not recorded" not in text
+
+
+def test_a_second_run_removes_the_first_ones_store_spool_and_spills(tmp_path):
+    """A stopped daemon leaves its spool and spill directories beside the store: the second `make bench-heal`
+    found a directory where it unlinked files, and stopped with a traceback."""
+    from lousho.bench.heal.run import remove_store
+
+    db = tmp_path / "observe.duckdb"
+    for name in ("observe.duckdb", "observe.duckdb.wal"):
+        (tmp_path / name).write_bytes(b"x")
+    for name in ("observe.duckdb.spool", "observe.duckdb.tmp"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "segment").write_bytes(b"x")
+    (tmp_path / "keep.txt").write_text("x")
+    remove_store(db)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

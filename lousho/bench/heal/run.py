@@ -9,6 +9,7 @@ editor call); a foreign run stops the benchmark with :class:`ForeignRuns`.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -48,6 +49,16 @@ def parse_scenarios(value: str) -> tuple[str, ...]:
     return tuple(n for n in ALL if n in names)
 
 
+def remove_store(db: Path) -> None:
+    """The store at ``db`` and what the daemon keeps beside it: its WAL, and the spool and spill directories
+    (a stopped daemon leaves them, so a second run found a directory where it unlinked files)."""
+    for stale in db.parent.glob(db.name + "*"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink()
+
+
 @contextmanager
 def running(options: Options) -> Iterator[Bench]:
     """The daemon and the two scripted model servers, for the whole run."""
@@ -58,8 +69,7 @@ def running(options: Options) -> Iterator[Bench]:
     options.work.mkdir(parents=True, exist_ok=True)
     db = options.db or options.work / "observe.duckdb"
     if options.db is None and not options.append:  # a fresh store of the benchmark's own
-        for stale in options.work.glob("observe.duckdb*"):
-            stale.unlink()
+        remove_store(db)
     daemon = start_daemon(db)
     agent_switch, editor_switch = Switch(), Switch()
     try:

@@ -37,6 +37,13 @@ class SqlFailed(ObserveError):
     hint = "check the query; `lousho sql \"DESCRIBE spans\"` lists the columns"
 
 
+class SqlTimedOut(SqlFailed):
+    """The statement ran past the time limit and was stopped: narrower, it may run (a syntax error never will)."""
+
+    code = "LOUSHO_SQL_TIMEOUT"
+    hint = "narrow the query (a WHERE on start_ns or run_id, a LIMIT), or raise --sql-timeout"
+
+
 class SqlBusy(ObserveError):
     """Every SQL worker is busy and the wait queue is full; ingest is unaffected."""
 

@@ -74,7 +74,7 @@ def test_saturated_sql_workers_neither_delay_ingest_nor_queue_without_bound(tmp_
         for thread in slow:
             thread.join(4 * SQL_TIMEOUT_S)
         assert sorted(r.status for r in slow_replies) == [400] * (2 * workers) + [503]
-        assert {r.json()["error"]["code"] for r in slow_replies[1:]} == {"LOUSHO_SQL_FAILED"}
+        assert {r.json()["error"]["code"] for r in slow_replies[1:]} == {"LOUSHO_SQL_TIMEOUT"}
         assert sql(daemon.url, "SELECT count(*) AS n FROM spans") == [{"n": 1}]
     finally:
         assert daemon.stop() == 0

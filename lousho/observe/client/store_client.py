@@ -30,6 +30,7 @@ from lousho.observe.errors import (
     SqlBusy,
     SqlFailed,
     SqlRefused,
+    SqlTimedOut,
     SqlUnsupportedType,
     StoreMissing,
     Unauthorized,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 _ERRORS: dict[str, type[ObserveError]] = {
     SqlRefused.code: SqlRefused,
     SqlFailed.code: SqlFailed,
+    SqlTimedOut.code: SqlTimedOut,
     SqlBusy.code: SqlBusy,
     SqlUnsupportedType.code: SqlUnsupportedType,
     Unauthorized.code: Unauthorized,

@@ -37,7 +37,7 @@ try:  # DuckDB 2.0.1's entry that prepares a statement with the GIL released; pr
 except ImportError:  # another DuckDB: the public path, which holds the GIL while it prepares the text
     _seam = None
 
-from lousho.observe.errors import SqlFailed, SqlOutOfMemory, SqlRefused, SqlTooLarge
+from lousho.observe.errors import SqlFailed, SqlOutOfMemory, SqlRefused, SqlTimedOut, SqlTooLarge
 from lousho.observe.sql.sql_guard import check_read_only, first_line
 
 __all__ = ["QueryResult", "check_read_only", "run_query"]
@@ -88,10 +88,7 @@ def run_query(
         finally:
             _rollback(con)
     except duckdb.InterruptException:
-        raise SqlFailed(
-            f"the query ran past the {timeout:g} s limit and was stopped",
-            hint="narrow the query (a WHERE on start_ns or run_id, a LIMIT)",
-        ) from None
+        raise SqlTimedOut(f"the query ran past the {timeout:g} s limit and was stopped") from None
     except duckdb.OutOfMemoryException as e:
         raise SqlOutOfMemory(f"the query needed more memory than the daemon allows: {first_line(e)}") from None
     except (duckdb.PermissionException, duckdb.TransactionException) as e:

@@ -149,7 +149,7 @@ every cell of this grid in sessions, run counts between the grid's at 0.93, inde
 and at 0.844 and 0.93 the run counts between the grid's from 56 to 300 runs in 0.942–0.956. Above the grid, at
 a true rate of 0.97 (1–2 failures in 60 runs), it is not held everywhere: 0.936–0.939 at 60–120 runs in sticky
 0.9 sessions, 0.938–0.966 with the lattice's jumps at sticky 0, 0.942–0.956 elsewhere (the one-sided t at the
-kurtosis' degrees: 0.945–0.969, ten cells above 0.96). Two things shape it:
+kurtosis' degrees: 0.945–0.969, 14 of the 21 cells above 0.96). Two things shape it:
 
 - **Few failures.** At a true rate of 0.93 (4–8 failures in 60–120 runs) the lower bound is above 0.93 in at
   most 0.01% of revisions, so every miss is the upper bound's. All 60 runs pass in about 19% of revisions at

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from daemon_support import get, post
+from daemon_support import get, post, sql
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from otlp_bodies import chat_span, new_ids, request
 
@@ -132,3 +132,44 @@ def test_a_token_on_the_command_line_warns_that_the_process_list_shows_it(tmp_pa
             assert not [line for line in quiet.output if "process list" in line], quiet.output
         finally:
             assert quiet.stop() == 0
+
+
+SPACED = "correct horse battery"
+
+
+@pytest.mark.system
+def test_a_token_with_a_space_inside_goes_through_the_sdk_exporters_at_their_defaults(tmp_path, monkeypatch):
+    """Start accepts a space inside a token because both transports carry it: the real OTel exporters, given
+    it as lousho's helper gives it and as a user gives it in OTEL_EXPORTER_OTLP_HEADERS (URL-encoded, as the
+    spec asks), are let in over HTTP and gRPC, and a wrong token is not."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from lousho.observe import instrument
+
+    (tmp_path / "spaced.tok").write_text(SPACED + "\n")
+    process = start_daemon(tmp_path / "o.duckdb", "--token-file", str(tmp_path / "spaced.tok"))
+    try:
+        assert process.grpc_target is not None
+        for name, endpoint, protocol in (("http", process.url, "http/protobuf"),
+                                         ("grpc", f"http://{process.grpc_target}", "grpc")):
+            provider = instrument(f"spaced-{name}", endpoint, protocol=protocol, token=SPACED)
+            provider.get_tracer("t").start_span(f"helper-{name}").end()
+            provider.shutdown()
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20correct%20horse%20battery")
+        provider = TracerProvider(resource=Resource.create({"service.name": "spaced-env"}))
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{process.url}/v1/traces")))
+        provider.get_tracer("t").start_span("env-http").end()
+        provider.shutdown()
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20correct%20horse")
+        provider = TracerProvider(resource=Resource.create({"service.name": "spaced-wrong"}))
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{process.url}/v1/traces")))
+        provider.get_tracer("t").start_span("wrong-http").end()
+        provider.shutdown()
+
+        names = sql(process.url, "SELECT name FROM spans ORDER BY name", authorization=f"Bearer {SPACED}")
+        assert [row["name"] for row in names] == ["env-http", "helper-grpc", "helper-http"]
+    finally:
+        assert process.stop() == 0, "\n".join(process.output[-30:])

@@ -27,6 +27,7 @@ from lousho.analysis.stats import wilson_arrays
 REPS = 20_000
 SE = math.sqrt(0.95 * 0.05 / REPS)
 BAND = 0.01 + 3 * SE
+MISS_BAND = 0.005 + 3 * math.sqrt(0.05 * 0.95 / REPS)
 RUNS = (60, 80, 120, 200, 300, 600, 1000)
 STICKY = (0.0, 0.5, 0.9)
 RATES = interval_table.RATES
@@ -58,7 +59,8 @@ def test_the_bound_taking_all_five_percent_spends_it_with_t_at_clusters_less_one
         low, high, _, _ = clustered_interval_rows(y, session, np.ones(y.shape, dtype=bool), one_sided_degrees=degrees)
         assert (low > 0.93).mean() <= 0.0002  # the lower bound all but never misses
         missed[degrees] = float((high < 0.93).mean())
-    assert missed["kurtosis"] < 0.035 and abs(missed["clusters"] - 0.05) <= BAND, missed
+    # The misses' own band: half the coverage band's 0.01, plus 3 s.e. of a 5% rate (0.0046 at 20,000).
+    assert missed["kurtosis"] < 0.035 and abs(missed["clusters"] - 0.05) <= MISS_BAND, missed
 
 
 @pytest.mark.parametrize(("n", "sticky"), [(60, 0.0), (80, 0.9)])

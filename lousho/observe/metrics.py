@@ -121,8 +121,8 @@ class Metrics:
         with self._lock:
             rows = [
                 ("lousho_spans_accepted_total", "counter", "spans committed", self.spans_accepted),
-                ("lousho_spans_rejected_total", "counter", "malformed spans refused",
-                 self.spans_rejected),
+                ("lousho_spans_rejected_total", "counter",
+                 "spans refused: malformed, or repeating an earlier span of their request", self.spans_rejected),
                 ("lousho_spans_duplicate_total", "counter", "spans already stored",
                  self.spans_duplicate),
                 ("lousho_spans_pruned_total", "counter",

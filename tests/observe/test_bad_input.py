@@ -186,3 +186,70 @@ def test_gzip_bomb_gets_413_without_memory_growing_past_the_limit(tmp_path):
 ])
 def test_json_of_the_wrong_shape_is_400_not_500(shared_daemon, body):
     assert post(shared_daemon.url, "/v1/traces", body, "application/json").status == 400
+
+
+def _counter(url: str, name: str) -> float:
+    lines = [line for line in get(url, "/metrics").body.decode().splitlines() if line.startswith(name + " ")]
+    assert len(lines) == 1, lines
+    return float(lines[0].split()[1])
+
+
+@pytest.mark.system
+def test_a_span_repeating_an_earlier_ones_ids_in_its_request_is_rejected_not_lost_silently(shared_daemon):
+    """The store keeps a (trace id, span id) once. Within one request a repeat is no retry: an id generator
+    that wraps (here, the real SDK's BatchSpanProcessor and exporter at their defaults, given one) or a bad merge
+    made it, and the second span would vanish unreported. It is refused with partial success instead, counted
+    in lousho_spans_rejected_total, and the first is kept: over HTTP protobuf, OTLP/JSON and gRPC alike."""
+    import grpc
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+    trace_id, first_id = new_ids()
+    second_id = (int.from_bytes(first_id, "big") ^ 1).to_bytes(8, "big")
+
+    class WrappingIds(IdGenerator):
+        """A span id from a counter that wraps after two: a bug, but one the receiver must not hide."""
+
+        def __init__(self) -> None:
+            self.made = 0
+
+        def generate_trace_id(self) -> int:
+            return int.from_bytes(trace_id, "big")
+
+        def generate_span_id(self) -> int:
+            self.made += 1
+            return int.from_bytes(first_id if self.made % 2 else second_id, "big")
+
+    rejected = _counter(shared_daemon.url, "lousho_spans_rejected_total")
+    provider = TracerProvider(resource=Resource.create({"service.name": "wrapping-ids"}), id_generator=WrappingIds())
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{shared_daemon.url}/v1/traces")))
+    tracer = provider.get_tracer("t")
+    for name in ("one", "two", "three", "four", "five"):
+        tracer.start_span(name).end()
+    provider.shutdown()  # one export of all five: the batch holds up to 512
+    stored = sql(shared_daemon.url, "SELECT name FROM spans WHERE trace_id = ? ORDER BY name", [trace_id.hex()])
+    assert stored == [{"name": "one"}, {"name": "two"}]
+    assert _counter(shared_daemon.url, "lousho_spans_rejected_total") - rejected == 3
+
+    trace_id, span_id = new_ids()
+    spans = [chat_span(trace_id, span_id), chat_span(trace_id, span_id)]
+    spans[1].name = "the-repeat"
+    reply = post(shared_daemon.url, "/v1/traces", request(spans).SerializeToString(), PROTOBUF)
+    partial = ExportTraceServiceResponse.FromString(reply.body).partial_success
+    assert reply.status == 200 and partial.rejected_spans == 1
+    assert "'the-repeat': repeats the span_id and trace_id of an earlier span" in partial.error_message
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": trace_id.hex(), "spanId": span_id.hex(), "name": name} for name in ("json-a", "json-b")]}]}]}
+    reply = post(shared_daemon.url, "/v1/traces", json.dumps(doc).encode(), "application/json")
+    # json-b repeats json-a; json-a repeats only the last request's span, as a retry would: stored once, not refused.
+    assert reply.json()["partialSuccess"]["rejectedSpans"] in ("1", 1)
+    assert "'json-b'" in reply.json()["partialSuccess"]["errorMessage"]
+    with grpc.insecure_channel(shared_daemon.grpc_target) as channel:
+        answer = trace_service_pb2_grpc.TraceServiceStub(channel).Export(request(spans), timeout=10)
+    assert answer.partial_success.rejected_spans == 1
+    assert sql(shared_daemon.url, "SELECT name FROM spans WHERE trace_id = ?", [trace_id.hex()]) == [
+        {"name": spans[0].name}]

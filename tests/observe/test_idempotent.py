@@ -6,6 +6,7 @@ import grpc
 import pytest
 from daemon_support import get, post, sql
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from otlp_bodies import chat_span, kv, new_ids, request
 
 
@@ -22,13 +23,14 @@ def test_resent_spans_are_stored_once_over_http_and_grpc(daemon):
         assert post(daemon.url, "/v1/traces", body, "application/x-protobuf").status == 200
     with grpc.insecure_channel(daemon.grpc_target) as channel:
         trace_service_pb2_grpc.TraceServiceStub(channel).Export(req, timeout=10)
-    # Duplicates inside one request too.
-    doubled = request(spans + spans).SerializeToString()
-    assert post(daemon.url, "/v1/traces", doubled, "application/x-protobuf").status == 200
+    # Inside one request a repeat is no retry: the first copy is a resend (stored once), the second refused.
+    doubled = post(daemon.url, "/v1/traces", request(spans + spans).SerializeToString(), "application/x-protobuf")
+    assert doubled.status == 200
+    assert ExportTraceServiceResponse.FromString(doubled.body).partial_success.rejected_spans == 10
 
     assert sql(daemon.url, "SELECT count(*) AS n FROM spans") == [{"n": 10}]
     assert sql(daemon.url, "SELECT count(*) AS n FROM scores") == [{"n": 1}]
     assert sql(daemon.url, "SELECT attempts, passed FROM runs") == [{"attempts": 1, "passed": True}]
     metrics = get(daemon.url, "/metrics").body.decode()
     assert "lousho_spans_accepted_total 10" in metrics
-    assert "lousho_spans_duplicate_total 50" in metrics
+    assert "lousho_spans_duplicate_total 40" in metrics and "lousho_spans_rejected_total 10" in metrics

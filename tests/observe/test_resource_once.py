@@ -68,6 +68,9 @@ def test_both_decoders_carry_a_shared_resource_once_and_each_span_its_key(decode
     third = req.resource_spans.add()
     third.CopyFrom(req.resource_spans[0])
     third.resource.attributes[1].value.string_value = "small"
+    for copy in (other, third):  # new spans: a span repeating another's ids in one request is refused
+        for span in copy.scope_spans[0].spans:
+            span.span_id = new_ids()[1]
     batch = arrow_batch(decode(req.SerializeToString()))
     resources = batch.resources.to_pydict()
     assert len(resources["resource_key"]) == 2

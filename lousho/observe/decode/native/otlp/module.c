@@ -253,6 +253,7 @@ done:
     for (int i = 0; i < N_SCORE; i++) lsh_col_free(&k->score_cols[i]);
     raw_free(&k->tail_rows);
     raw_free(&k->score_inserts);
+    PyMem_Free(k->seen);
     PyMem_Free(k);
     return result;
 }

@@ -48,6 +48,8 @@
 
 #define MAX_DEPTH 100
 #define MAX_SHARED_NAME 256 /* otlp_decode.MAX_SHARED_NAME */
+/* otlp_decode.DUPLICATE_SPAN */
+#define DUPLICATE_SPAN "repeats the span_id and trace_id of an earlier span of this request; the first is kept"
 
 /* ---------- the wire: slices of the body, merged fields, growable arrays, the reader ---------- */
 
@@ -232,6 +234,8 @@ typedef struct {
     PyObject *service;      /* of the current resource */
     PyObject *resource_key; /* of the current resource: Decoded.add_resource's key for its JSON */
     PyObject *scope;
+    uint64_t *seen;         /* the span keys (hi, lo pairs) of this request's accepted spans: an open-addressed set */
+    size_t seen_n, seen_cap; /* keys held; slots (a power of two, or 0) */
 } Sink;
 
 typedef struct SpanWire SpanWire;

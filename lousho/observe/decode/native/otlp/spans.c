@@ -89,13 +89,60 @@ static int read_sub(Decoder *d, Slice s, Sub *out, int is_link, int depth) {
     return 0;
 }
 
-static PyObject *span_problem(Decoder *d, SpanWire *w) {
+static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Adds the span key (hi, lo) to the request's set: 1 if it was there already, 0 if added, -1 out of memory. A
+ * slot with hi 0 is empty: an accepted span's id is never all zero. Linear probing, at most 3/4 full. */
+static int seen_before(Sink *k, uint64_t hi, uint64_t lo) {
+    if (4 * (k->seen_n + 1) > 3 * k->seen_cap) {
+        size_t cap = k->seen_cap ? 2 * k->seen_cap : 64;
+        uint64_t *slots = PyMem_Calloc(cap, 2 * sizeof(uint64_t));
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < k->seen_cap; i++) {
+            uint64_t h = k->seen[2 * i], l = k->seen[2 * i + 1];
+            if (h == 0) continue;
+            size_t j = (size_t)mix64(h ^ mix64(l)) & (cap - 1);
+            while (slots[2 * j]) j = (j + 1) & (cap - 1);
+            slots[2 * j] = h;
+            slots[2 * j + 1] = l;
+        }
+        PyMem_Free(k->seen);
+        k->seen = slots;
+        k->seen_cap = cap;
+    }
+    size_t j = (size_t)mix64(hi ^ mix64(lo)) & (k->seen_cap - 1);
+    for (; k->seen[2 * j]; j = (j + 1) & (k->seen_cap - 1))
+        if (k->seen[2 * j] == hi && k->seen[2 * j + 1] == lo) return 1;
+    k->seen[2 * j] = hi;
+    k->seen[2 * j + 1] = lo;
+    k->seen_n++;
+    return 0;
+}
+
+/* Why the span is refused, or None. A span with the key of an earlier accepted span of the request (its span_id
+ * and the low half of its trace_id: the store's key) is refused too: the store would keep only the first, so the
+ * client is told rather than losing it silently (otlp_decode._span_problem). */
+static PyObject *span_problem(Decoder *d, Sink *k, SpanWire *w) {
     const char *what = NULL;
     if (w->trace_id.n != 16 || all_zero(w->trace_id)) what = "trace_id must be 16 bytes, not all zero";
     else if (w->span_id.n != 8 || all_zero(w->span_id)) what = "span_id must be 8 bytes, not all zero";
     else if (w->parent.n && w->parent.n != 8) what = "parent_span_id must be empty or 8 bytes";
     else if (w->start >= (1ULL << 63) || w->end >= (1ULL << 63))
         what = "timestamps past the year 2262 do not fit a signed 64-bit ns";
+    if (what == NULL) {
+        int seen = seen_before(k, be64(w->span_id.p), be64(w->trace_id.p + 8));
+        if (seen < 0) return NULL;
+        if (seen) what = DUPLICATE_SPAN;
+    }
     if (what == NULL) return Py_NewRef(Py_None);
     PyObject *name = PyUnicode_DecodeUTF8((const char *)w->name.p, (Py_ssize_t)w->name.n, NULL);
     if (name == NULL) return NULL;
@@ -145,7 +192,7 @@ int lsh_add_span(Decoder *d, Sink *k, Slice s, Entries *scratch, int depth) {
         }
     }
 
-    PyObject *problem = span_problem(d, &w);
+    PyObject *problem = span_problem(d, k, &w);
     if (problem == NULL) goto done;
     if (problem != Py_None) {
         /* Rejected, but the whole message is still validated, as the reference parser does. A check keeps only

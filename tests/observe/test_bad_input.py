@@ -241,7 +241,7 @@ def test_a_span_repeating_an_earlier_ones_ids_in_its_request_is_rejected_not_los
     reply = post(shared_daemon.url, "/v1/traces", request(spans).SerializeToString(), PROTOBUF)
     partial = ExportTraceServiceResponse.FromString(reply.body).partial_success
     assert reply.status == 200 and partial.rejected_spans == 1
-    assert "'the-repeat': repeats the span_id and trace_id of an earlier span" in partial.error_message
+    assert "'the-repeat': has the key of an earlier span of this request" in partial.error_message
     doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
         {"traceId": trace_id.hex(), "spanId": span_id.hex(), "name": name} for name in ("json-a", "json-b")]}]}]}
     reply = post(shared_daemon.url, "/v1/traces", json.dumps(doc).encode(), "application/json")

@@ -139,9 +139,9 @@ SPACED = "correct horse battery"
 
 @pytest.mark.system
 def test_a_token_with_a_space_inside_goes_through_the_sdk_exporters_at_their_defaults(tmp_path, monkeypatch):
-    """Start accepts a space inside a token because both transports carry it: the real OTel exporters, given
-    it as lousho's helper gives it and as a user gives it in OTEL_EXPORTER_OTLP_HEADERS (URL-encoded, as the
-    spec asks), are let in over HTTP and gRPC, and a wrong token is not."""
+    """Start accepts a space inside a token because both transports carry it: the real OTel exporters are let
+    in when lousho's helper gives it (HTTP and gRPC) and when a user gives it in OTEL_EXPORTER_OTLP_HEADERS
+    (URL-encoded, as the spec asks; HTTP), and a wrong token given that way is kept out."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider

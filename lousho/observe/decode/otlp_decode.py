@@ -81,7 +81,8 @@ _KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 _STATUS = ("UNSET", "OK", "ERROR")
 _MAX_NS = 2**63
 # Why a span with an earlier span's key in the same request is refused (native/otlp/otlp_native.h says the same).
-DUPLICATE_SPAN = "repeats the span_id and trace_id of an earlier span of this request; the first is kept"
+DUPLICATE_SPAN = ("has the key of an earlier span of this request (its span_id and the low 64 bits of its trace_id); "
+                  "the first is kept")
 # The deepest nesting of arrays and objects an OTLP/JSON body may have; a deeper one is refused before it is
 # parsed. A span's event attribute value sits 12 levels down and each AnyValue nested in it takes 3 (array) or 4
 # (kvlist): 128 holds 38 nested arrays or 29 nested kvlists there, past the 24 AnyValues the native transcoder
@@ -105,8 +106,9 @@ class Decoded:
     # The distinct resources of the request, by key: a span names its own by ``resource_key``, so a large
     # resource shared by many spans is held (and stored) once.
     resources: dict[int, str] = field(default_factory=dict)
-    # The (key_hi, key_lo) of the spans accepted so far: a span repeating one is refused (``_span_problem``).
-    keys: set[tuple[int, int]] = field(default_factory=set, repr=False, compare=False)
+    # The keys (span_id and the trace_id's low 8 bytes) of the spans accepted so far: a span repeating one is
+    # refused (``_span_problem``).
+    keys: set[bytes] = field(default_factory=set, repr=False, compare=False)
 
     def add_resource(self, resource_json: str) -> int:
         """Note a resource's attributes (as JSON) and return the key its spans carry."""
@@ -395,7 +397,7 @@ def _add_score(
     cols["attributes"].append(_dumps(attrs))
 
 
-def _span_problem(span: Span, seen: set[tuple[int, int]]) -> str | None:
+def _span_problem(span: Span, seen: set[bytes]) -> str | None:
     """Why ``span`` is refused, or None; ``seen``, the keys of the request's spans accepted so far, gets its key.
     A span repeating an earlier one's key (its span_id and the low half of its trace_id, the store's key) is
     refused: the store keeps only the first, and the client should hear of the second rather than lose it."""
@@ -407,7 +409,7 @@ def _span_problem(span: Span, seen: set[tuple[int, int]]) -> str | None:
         return f"span {span.name!r}: parent_span_id must be empty or 8 bytes"
     if span.start_time_unix_nano >= _MAX_NS or span.end_time_unix_nano >= _MAX_NS:
         return f"span {span.name!r}: timestamps past the year 2262 do not fit a signed 64-bit ns"
-    key = (int.from_bytes(span.span_id, "big"), int.from_bytes(span.trace_id[8:], "big"))
+    key = span.span_id + span.trace_id[8:]  # bytes: their hash is randomised, a tuple of ints' is not
     if key in seen:
         return f"span {span.name!r}: {DUPLICATE_SPAN}"
     seen.add(key)

@@ -55,7 +55,8 @@ def decode_json(body: bytes) -> Decoded:
 
 def check_json(body: bytes) -> Checked:
     """What ``decode_json`` would report for ``body``, or the BadPayload it would raise, building no rows when
-    the body transcodes: the check then holds the body and its protobuf wire bytes (smaller than the JSON).
+    the body transcodes: the check then holds the body, its protobuf wire bytes (smaller than the JSON) and the
+    accepted spans' keys (``otlp_native.check_protobuf``).
     A body handed to the reference is decoded there and its rows dropped."""
     return _through_wire(body, otlp_native.check_protobuf, otlp_decode.check_json)
 

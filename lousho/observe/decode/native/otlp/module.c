@@ -204,6 +204,11 @@ static PyObject *run(PyObject *args, int check) {
     for (int i = 0; i < N_SCORE && rc == 0 && !check; i++)
         rc = lsh_col_init(&k->score_cols[i], lsh_cfg.score_storage[i]);
     k->check = check;
+    /* The key set starts sized for a span per 128 bytes of body, at most 2^20 slots (16 MiB, a quarter of the
+     * largest body): an exporter's spans are 200-400 bytes, so its set never grows, where growing from 64 slots
+     * rehashed every key about once more. Smaller spans grow it as they come. */
+    k->seen_first = 64;
+    while (k->seen_first < ((size_t)body.len / 128) * 4 / 3 && k->seen_first < ((size_t)1 << 20)) k->seen_first *= 2;
     k->max_errors = max_errors;
     k->clear = clear;
     k->tail_scores = tail_scores;

@@ -49,7 +49,9 @@
 #define MAX_DEPTH 100
 #define MAX_SHARED_NAME 256 /* otlp_decode.MAX_SHARED_NAME */
 /* otlp_decode.DUPLICATE_SPAN */
-#define DUPLICATE_SPAN "repeats the span_id and trace_id of an earlier span of this request; the first is kept"
+#define DUPLICATE_SPAN                                                                                   \
+    "has the key of an earlier span of this request (its span_id and the low 64 bits of its trace_id); the first " \
+    "is kept"
 
 /* ---------- the wire: slices of the body, merged fields, growable arrays, the reader ---------- */
 
@@ -236,6 +238,7 @@ typedef struct {
     PyObject *scope;
     uint64_t *seen;         /* the span keys (hi, lo pairs) of this request's accepted spans: an open-addressed set */
     size_t seen_n, seen_cap; /* keys held; slots (a power of two, or 0) */
+    size_t seen_first;       /* the slots of the set's first allocation, from the body's size */
 } Sink;
 
 typedef struct SpanWire SpanWire;

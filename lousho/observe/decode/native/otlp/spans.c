@@ -89,19 +89,21 @@ static int read_sub(Decoder *d, Slice s, Sub *out, int is_link, int depth) {
     return 0;
 }
 
-static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+/* The keys are the sender's, so their slots come from the per-process SipHash the attribute tables use
+ * (lsh_key_hash): with a hash anyone can invert, ids chosen to share a slot made 160,000 spans take 10 s. */
+static size_t key_slot(uint64_t hi, uint64_t lo, size_t cap) {
+    uint8_t bytes[16];
+    memcpy(bytes, &hi, 8);
+    memcpy(bytes + 8, &lo, 8);
+    Slice key = {bytes, 16};
+    return (size_t)lsh_key_hash(key) & (cap - 1);
 }
 
 /* Adds the span key (hi, lo) to the request's set: 1 if it was there already, 0 if added, -1 out of memory. A
  * slot with hi 0 is empty: an accepted span's id is never all zero. Linear probing, at most 3/4 full. */
 static int seen_before(Sink *k, uint64_t hi, uint64_t lo) {
     if (4 * (k->seen_n + 1) > 3 * k->seen_cap) {
-        size_t cap = k->seen_cap ? 2 * k->seen_cap : 64;
+        size_t cap = k->seen_cap ? 2 * k->seen_cap : k->seen_first;
         uint64_t *slots = PyMem_Calloc(cap, 2 * sizeof(uint64_t));
         if (slots == NULL) {
             PyErr_NoMemory();
@@ -110,7 +112,7 @@ static int seen_before(Sink *k, uint64_t hi, uint64_t lo) {
         for (size_t i = 0; i < k->seen_cap; i++) {
             uint64_t h = k->seen[2 * i], l = k->seen[2 * i + 1];
             if (h == 0) continue;
-            size_t j = (size_t)mix64(h ^ mix64(l)) & (cap - 1);
+            size_t j = key_slot(h, l, cap);
             while (slots[2 * j]) j = (j + 1) & (cap - 1);
             slots[2 * j] = h;
             slots[2 * j + 1] = l;
@@ -119,7 +121,7 @@ static int seen_before(Sink *k, uint64_t hi, uint64_t lo) {
         k->seen = slots;
         k->seen_cap = cap;
     }
-    size_t j = (size_t)mix64(hi ^ mix64(lo)) & (k->seen_cap - 1);
+    size_t j = key_slot(hi, lo, k->seen_cap);
     for (; k->seen[2 * j]; j = (j + 1) & (k->seen_cap - 1))
         if (k->seen[2 * j] == hi && k->seen[2 * j + 1] == lo) return 1;
     k->seen[2 * j] = hi;

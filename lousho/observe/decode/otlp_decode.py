@@ -106,9 +106,6 @@ class Decoded:
     # The distinct resources of the request, by key: a span names its own by ``resource_key``, so a large
     # resource shared by many spans is held (and stored) once.
     resources: dict[int, str] = field(default_factory=dict)
-    # The keys (span_id and the trace_id's low 8 bytes) of the spans accepted so far: a span repeating one is
-    # refused (``_span_problem``).
-    keys: set[bytes] = field(default_factory=set, repr=False, compare=False)
 
     def add_resource(self, resource_json: str) -> int:
         """Note a resource's attributes (as JSON) and return the key its spans carry."""
@@ -210,6 +207,7 @@ def _decode_json(body: bytes) -> Decoded:
     if "resourceLogs" in doc or "resourceMetrics" in doc:
         raise BadPayload("this is a logs or metrics payload; this endpoint takes traces only")
     out = Decoded()
+    seen: set[bytes] = set()  # the request's accepted span keys (``_span_problem``)
     check = may_hold_invalid_text(body)
     for rs in _objects(doc.get("resourceSpans"), "resourceSpans"):
         resource = _parse_part(rs.get("resource"), Resource, "resource", check)
@@ -222,7 +220,7 @@ def _decode_json(body: bytes) -> Decoded:
             for raw in spans:
                 span = _json_span(raw, out, check)
                 if span is not None:
-                    _add_span(out, context, span)
+                    _add_span(out, context, span, seen)
     return out
 
 
@@ -237,11 +235,12 @@ def _objects(value: Any, what: str) -> list[dict[str, Any]]:
 
 def decode_request(request: ExportTraceServiceRequest) -> Decoded:
     out = Decoded()
+    seen: set[bytes] = set()  # the request's accepted span keys (``_span_problem``)
     for rs in request.resource_spans:
         for ss in rs.scope_spans:
             context = _Context(out, rs.resource, ss.scope)
             for span in ss.spans:
-                _add_span(out, context, span)
+                _add_span(out, context, span, seen)
     return out
 
 
@@ -263,8 +262,8 @@ class _Context:
         self.scope_name = scope.name[:MAX_SHARED_NAME] or None
 
 
-def _add_span(out: Decoded, ctx: _Context, span: Span) -> None:
-    problem = _span_problem(span, out.keys)
+def _add_span(out: Decoded, ctx: _Context, span: Span, seen: set[bytes]) -> None:
+    problem = _span_problem(span, seen)
     if problem:
         out.rejected += 1
         out.errors.append(problem)

@@ -1,4 +1,4 @@
-"""A plain HTTP client for talking to the daemon in tests: post, get and SQL."""
+"""A plain HTTP client for talking to the daemon in tests: post, get, SQL and a /metrics counter."""
 
 from __future__ import annotations
 
@@ -45,3 +45,11 @@ def sql(url: str, query: str, params: list | None = None, **headers: str) -> lis
                  "application/json", **headers)
     assert reply.status == 200, reply.body
     return reply.json()["rows"]
+
+
+def metric(url: str, name: str) -> float:
+    """The value of the unlabelled metric ``name`` on the daemon's /metrics."""
+    for line in get(url, "/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from daemon_support import get, post, sql
+from daemon_support import get, metric, post, sql
 from google.rpc import status_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -19,13 +19,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.client.process import start_daemon
-
-
-def _metric(url: str, name: str) -> float:
-    for line in get(url, "/metrics").body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
 
 
 @pytest.mark.system
@@ -42,8 +35,8 @@ def test_a_full_spool_answers_503_with_retry_after_and_the_ack_never_waits_for_t
         assert refused.status == 503
         assert refused.headers["retry-after"] == "1"
         assert "LOUSHO_OBSERVE_BUSY" in status_pb2.Status.FromString(refused.body).message
-        assert _metric(daemon.url, "lousho_requests_refused_full_total") >= 1
-        assert _metric(daemon.url, "lousho_spool_bytes") > len(first)
+        assert metric(daemon.url, "lousho_requests_refused_full_total") >= 1
+        assert metric(daemon.url, "lousho_spool_bytes") > len(first)
         # Read your acks: the query waits for the load of what was acked before it.
         assert sql(daemon.url, "SELECT count(*) AS n FROM spans") == [{"n": 20}]
     finally:
@@ -78,7 +71,7 @@ def test_slow_writer_makes_exporters_retry_and_no_span_is_lost(tmp_path, protoco
             w.start()
         for w in workers:
             w.join(180)
-        assert _metric(daemon.url, "lousho_requests_refused_full_total") > 0, "the spool never filled"
+        assert metric(daemon.url, "lousho_requests_refused_full_total") > 0, "the spool never filled"
         assert sql(daemon.url, "SELECT count(*) AS n FROM spans") == [{"n": 4 * 300}], (
             get(daemon.url, "/metrics").body.decode() + "\n".join(daemon.output[-40:]))
     finally:

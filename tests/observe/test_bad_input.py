@@ -8,7 +8,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from daemon_support import get, post, sql
+from daemon_support import get, metric, post, sql
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -188,10 +188,6 @@ def test_json_of_the_wrong_shape_is_400_not_500(shared_daemon, body):
     assert post(shared_daemon.url, "/v1/traces", body, "application/json").status == 400
 
 
-def _counter(url: str, name: str) -> float:
-    lines = [line for line in get(url, "/metrics").body.decode().splitlines() if line.startswith(name + " ")]
-    assert len(lines) == 1, lines
-    return float(lines[0].split()[1])
 
 
 @pytest.mark.system
@@ -224,7 +220,7 @@ def test_a_span_repeating_an_earlier_ones_ids_in_its_request_is_rejected_not_los
             self.made += 1
             return int.from_bytes(first_id if self.made % 2 else second_id, "big")
 
-    rejected = _counter(shared_daemon.url, "lousho_spans_rejected_total")
+    rejected = metric(shared_daemon.url, "lousho_spans_rejected_total")
     provider = TracerProvider(resource=Resource.create({"service.name": "wrapping-ids"}), id_generator=WrappingIds())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{shared_daemon.url}/v1/traces")))
     tracer = provider.get_tracer("t")
@@ -233,7 +229,7 @@ def test_a_span_repeating_an_earlier_ones_ids_in_its_request_is_rejected_not_los
     provider.shutdown()  # one export of all five: the batch holds up to 512
     stored = sql(shared_daemon.url, "SELECT name FROM spans WHERE trace_id = ? ORDER BY name", [trace_id.hex()])
     assert stored == [{"name": "one"}, {"name": "two"}]
-    assert _counter(shared_daemon.url, "lousho_spans_rejected_total") - rejected == 3
+    assert metric(shared_daemon.url, "lousho_spans_rejected_total") - rejected == 3
 
     trace_id, span_id = new_ids()
     spans = [chat_span(trace_id, span_id), chat_span(trace_id, span_id)]

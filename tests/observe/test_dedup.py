@@ -9,7 +9,7 @@ import time
 import duckdb
 import pyarrow as pa
 import pytest
-from daemon_support import get, post, sql
+from daemon_support import metric, post, sql
 from otlp_bodies import chat_span, kv, new_ids, request
 
 from lousho.observe.client.process import start_daemon
@@ -38,11 +38,6 @@ def _counts(url: str) -> tuple[int, int, int]:
     return spans["n"], spans["keys"], scores
 
 
-def _metric(url: str, name: str) -> int:
-    for line in get(url, "/metrics").body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(float(line.split()[1]))
-    raise AssertionError(f"{name} missing from /metrics")
 
 
 @pytest.mark.system
@@ -60,10 +55,10 @@ def test_requests_grouped_into_one_commit_store_their_shared_spans_once(tmp_path
         for sender in senders:
             sender.join(30)
         assert replies == [200] * 4
-        assert _metric(daemon.url, "lousho_commits_total") < 4, "the requests were not grouped"
+        assert metric(daemon.url, "lousho_commits_total") < 4, "the requests were not grouped"
         assert _counts(daemon.url) == (6, 6, 1)
-        assert _metric(daemon.url, "lousho_spans_accepted_total") == 6
-        assert _metric(daemon.url, "lousho_spans_duplicate_total") == 18
+        assert metric(daemon.url, "lousho_spans_accepted_total") == 6
+        assert metric(daemon.url, "lousho_spans_duplicate_total") == 18
     finally:
         assert daemon.stop() == 0
 
@@ -82,7 +77,7 @@ def test_a_span_resent_after_a_restart_is_stored_once(tmp_path):
     try:
         assert post(daemon.url, "/v1/traces", body, PROTOBUF).status == 200
         assert _counts(daemon.url) == (5, 5, 1)
-        assert _metric(daemon.url, "lousho_spans_duplicate_total") == 5
+        assert metric(daemon.url, "lousho_spans_duplicate_total") == 5
     finally:
         assert daemon.stop() == 0
 
@@ -110,7 +105,7 @@ def test_a_resend_older_than_the_filter_is_removed_by_compaction_at_the_next_sta
     daemon = start_daemon(db, "--dedup-window", "4")
     try:
         assert _counts(daemon.url) == (12, 12, 4)
-        assert _metric(daemon.url, "lousho_spans_duplicate_total") == 3
+        assert metric(daemon.url, "lousho_spans_duplicate_total") == 3
         # The copy was folded into the kept runs before it was removed: they are made again without it.
         calls = "SELECT (SELECT sum(model_calls)::INTEGER FROM runs) AS runs, (SELECT count(*) FROM spans) AS spans"
         assert sql(daemon.url, calls) == [{"runs": 12, "spans": 12}]

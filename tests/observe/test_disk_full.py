@@ -13,7 +13,7 @@ import time
 
 import grpc
 import pytest
-from daemon_support import get, post, sql
+from daemon_support import get, metric, post, sql
 from disk_support import fill_disk, tmpfs
 from otlp_bodies import chat_span, new_ids, request
 
@@ -47,11 +47,6 @@ def _health_becomes(url: str, status: str, within: float = 30.0) -> dict:
         time.sleep(0.1)
 
 
-def _metric(url: str, name: str) -> float:
-    for line in get(url, "/metrics").body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
 
 
 def _spool_empties(url: str) -> None:
@@ -59,9 +54,9 @@ def _spool_empties(url: str) -> None:
     The loader checkpoints for the spool once a quarter of it is loaded, so the bodies before must add up to
     more than that."""
     deadline = time.monotonic() + 30
-    while _metric(url, "lousho_spool_bytes") and time.monotonic() < deadline:
+    while metric(url, "lousho_spool_bytes") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _metric(url, "lousho_spool_bytes") == 0
+    assert metric(url, "lousho_spool_bytes") == 0
 
 
 @pytest.mark.system
@@ -92,8 +87,8 @@ def test_a_full_disk_answers_503_heals_without_restart_and_loses_no_acked_span(s
             with pytest.raises(grpc.RpcError) as unavailable:
                 export(big, timeout=10)
         assert unavailable.value.code() == grpc.StatusCode.UNAVAILABLE, unavailable.value
-        assert _metric(daemon.url, "lousho_store_disk_full") == 1
-        assert _metric(daemon.url, "lousho_store_corrupt") == 0
+        assert metric(daemon.url, "lousho_store_disk_full") == 1
+        assert metric(daemon.url, "lousho_store_corrupt") == 0
         # Room again: the daemon resumes by itself, before any export asks it to.
         ballast.unlink()
         assert _health_becomes(daemon.url, "ok")["http"] == 200
@@ -123,9 +118,9 @@ def test_a_full_disk_answers_503_heals_without_restart_and_loses_no_acked_span(s
         assert post(daemon.url, "/v1/traces", refused_body, PROTOBUF).status == 200
         acked += refused_ids
 
-        assert _metric(daemon.url, "lousho_store_disk_full") == 0
-        assert _metric(daemon.url, "lousho_store_disk_full_total") == 2
-        assert _metric(daemon.url, "lousho_requests_refused_disk_full_total") >= 3 + refusals
+        assert metric(daemon.url, "lousho_store_disk_full") == 0
+        assert metric(daemon.url, "lousho_store_disk_full_total") == 2
+        assert metric(daemon.url, "lousho_requests_refused_disk_full_total") >= 3 + refusals
         stored = [r["span_id"] for r in sql(daemon.url, "SELECT span_id FROM spans")]
         assert sorted(stored) == sorted(acked)  # every acked span, once
     finally:

@@ -70,7 +70,7 @@ ROOMS: dict[str, frozenset[str]] = {
 # Modules directly in lousho/observe/: what every room may import, and the daemon's assembly (which may
 # import every room, and which no room imports).
 OBSERVE_SHARED = frozenset({"lousho.observe", "lousho.observe.errors", "lousho.observe.config",
-                            "lousho.observe.tls_dates", "lousho.observe.metrics"})
+                            "lousho.observe.tls_dates", "lousho.observe.metrics", "lousho.observe.memory_cap"})
 OBSERVE_ASSEMBLY = frozenset({"lousho.observe.__main__", "lousho.observe.daemon", "lousho.observe.daemon_cli",
                               "lousho.observe.entry"})
 # The daemon's own modules, which the client side must not import (it would load the daemon).

@@ -25,6 +25,18 @@ def default_memory_limit() -> int:
     return min(ram // 4, 4 * GIB)
 
 
+# What the daemon maps besides DuckDB's working memory and the SQL answers: the interpreter and libraries, thread
+# stacks and allocator arenas, the decoded requests (queue_bytes) and the decoders' buffers. Under load it maps
+# 3.1 GB of writable memory for 1.2 GB resident (benchmarks/perf/ingest.py); this leaves room above that.
+MEMORY_CAP_OVERHEAD = 4 * GIB
+
+
+def default_memory_cap(memory_limit: int) -> int:
+    """DuckDB's working memory, the answers held at once (as Arrow, then as text: twice the memory limit at
+    most, ``sql_query_memory``), and ``MEMORY_CAP_OVERHEAD``: 16 GiB at the default memory limit's most."""
+    return 3 * memory_limit + MEMORY_CAP_OVERHEAD
+
+
 @dataclass(frozen=True)
 class DaemonConfig:
     db: Path = Path(".lousho/observe.duckdb")
@@ -58,6 +70,9 @@ class DaemonConfig:
     # Arrow bytes one query's answer may hold; None: the memory limit shared by every SQL slot
     # (workers and as many waiting), so answers held at once never pass it.
     sql_query_memory_bytes: int | None = None
+    # The writable memory the daemon's process may map (memory_cap.py), so that one huge value a query builds
+    # fails that query instead of getting the daemon killed; None: default_memory_cap(); 0: no cap.
+    memory_cap_bytes: int | None = None
     # A client that takes nothing of an answer for this long is cut off, and the answer freed.
     send_timeout_s: float = 30.0
     # A pause before each load; a fault point to show a slow store, 0 in real use.
@@ -124,6 +139,13 @@ class DaemonConfig:
         if self.sql_query_memory_bytes is not None:
             return self.sql_query_memory_bytes
         return max(MIB, self.memory_limit // (2 * self.sql_workers))
+
+    @property
+    def memory_cap(self) -> int | None:
+        """The cap on the daemon's process, None for none."""
+        if self.memory_cap_bytes is None:
+            return default_memory_cap(self.memory_limit)
+        return self.memory_cap_bytes or None
 
     @property
     def scheme(self) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 from click.core import ParameterSource
 
+from lousho.observe import memory_cap
 from lousho.observe.client.cli import DEFAULT_DB, _token
 from lousho.observe.config import MIB, DaemonConfig
 
@@ -129,6 +130,10 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
                    "LOUSHO_SQL_OUT_OF_MEMORY) [default: 25% of RAM, at most 4GiB].")
 @click.option("--sql-query-memory", default=None, metavar="SIZE",
               help="Memory one SQL answer may hold, e.g. 256MiB [default: the memory limit / (2 x --sql-workers)].")
+@click.option("--memory-cap", default=None, metavar="SIZE|off",
+              help="Writable memory the daemon's process may map: a query building one value past it (DuckDB does "
+                   "not count single values against --memory-limit) fails with LOUSHO_SQL_OUT_OF_MEMORY instead of "
+                   "getting the daemon killed [default: 3 x --memory-limit + 4GiB; at least 1GiB].")
 @click.option("--send-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
               help="Seconds a client may read nothing of an answer before it is cut off.")
 @click.option("--commit-delay", type=float, default=0.0, hidden=True,
@@ -209,7 +214,7 @@ def observe(
     header_timeout: float, body_timeout: float, shutdown_timeout: float, max_body_mib: int,
     queue_mib: float, spool_mib: float | None, spool_dir: Path | None, read_wait: float, load_interval: float,
     loader_nice: int, sql_timeout: float, sql_workers: int, sql_max_query_kib: int, memory_limit: str | None,
-    sql_query_memory: str | None, send_timeout: float, commit_delay: float, dedup_window: int,
+    sql_query_memory: str | None, memory_cap: str | None, send_timeout: float, commit_delay: float, dedup_window: int,
     agents: tuple[str, ...],
     recover_store: str | None, trigger_interval: float, improve_switch: str, model_url: str | None,
     model_name: str | None, editor_model_url: str | None, editor_model: str | None, cycle_retry: float,
@@ -260,6 +265,7 @@ def observe(
         dedup_window=dedup_window, sql_max_query_bytes=sql_max_query_kib * 1024,
         memory_limit_bytes=_size("--memory-limit", memory_limit),
         sql_query_memory_bytes=_size("--sql-query-memory", sql_query_memory), send_timeout_s=send_timeout,
+        memory_cap_bytes=_cap_size(memory_cap),
         lake_catalog=lake, lake_data=lake_data, lake_name=lake_name, lake_every_s=lake_every, lake_python=lake_python,
         lake_upkeep_every_s=lake_upkeep_every, lake_retention_s=lake_retention_days * 86_400,
         local_days=local_days, local_prune_every_s=local_prune_every, page_scope=page_scope,
@@ -267,7 +273,29 @@ def observe(
     )
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None
+    if config.memory_cap is not None:
+        _apply_cap(config.memory_cap)
     serve(config, announce=lambda line: click.echo(line), trigger=trigger, page=page)
+
+
+def _cap_size(text: str | None) -> int | None:
+    """``--memory-cap``: a size of at least ``memory_cap.MIN_CAP``, or ``off`` (0: no cap)."""
+    if text is not None and text.strip().lower() in ("off", "none", "0"):
+        return 0
+    value = _size("--memory-cap", text)
+    if value is not None and value < memory_cap.MIN_CAP:
+        raise click.BadParameter(f"{text!r} is below {memory_cap.MIN_CAP // MIB}MiB: the daemon itself maps more",
+                                 param_hint="--memory-cap")
+    return value
+
+
+def _apply_cap(limit: int) -> None:
+    """Cap this process (the daemon's own, never one embedding ``serve``), leaving it room to start."""
+    mapped = memory_cap.data_bytes()
+    if mapped is not None and mapped + memory_cap.MIN_CAP > limit:
+        raise click.BadParameter(f"{limit // MIB}MiB leaves the daemon too little room: it maps {mapped // MIB}MiB "
+                                 "before it has started", param_hint="--memory-cap")
+    memory_cap.apply(limit)
 
 
 _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2,

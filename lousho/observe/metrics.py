@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lousho.observe import memory_cap
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull
 
 # Bounds of the load-lag histogram, seconds.
@@ -200,6 +201,12 @@ class Metrics:
                              "days until the TLS certificate expires (negative once it has)",
                              round((self.tls_not_after - time.time()) / 86_400, 3)))
             detectors = dict(self.trigger_detectors)
+        capped = memory_cap.cap()
+        if capped is not None:
+            rows += [("lousho_memory_cap_bytes", "gauge", "writable memory the daemon's process may map (--memory-cap)",
+                      capped),
+                     ("lousho_process_data_bytes", "gauge", "writable memory the daemon's process maps now (VmData)",
+                      memory_cap.data_bytes() or 0)]
         lines = []
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]

@@ -51,6 +51,10 @@ class _TraceService:
         except BadPayload as e:
             self._metrics.add(requests_bad=1)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except MemoryError:
+            # At the memory cap (memory_cap.py) while something else held memory: nothing accepted; resend.
+            self._retry_later(context)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "LOUSHO_OBSERVE_OUT_OF_MEMORY: the daemon is at its memory cap")
         self._metrics.add(spans_rejected=checked.rejected, values_nulled=checked.nulled)
         try:
             future = self._writer.submit(checked, nbytes, body, KIND_PROTOBUF)

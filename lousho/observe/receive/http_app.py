@@ -100,6 +100,12 @@ def build_app(
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
+        except MemoryError:
+            # The process met its memory cap (memory_cap.py) while something else held memory: nothing was
+            # accepted, and a resend will be.
+            return _error(request, 503, "LOUSHO_OBSERVE_OUT_OF_MEMORY", "the daemon is at its memory cap",
+                          "retry; the daemon's --memory-cap sets the bound", GRPC_UNAVAILABLE,
+                          retry_after=config.retry_after_s)
         metrics.add(spans_rejected=checked.rejected, values_nulled=checked.nulled)
         try:
             future = writer.submit(checked, size, body, KIND_JSON if checker is check_json else KIND_PROTOBUF)
@@ -197,6 +203,11 @@ def build_app(
             if isinstance(e, LakeUnavailable):
                 return _error(request, 503, e.code, e.message, e.hint, retry_after=config.retry_after_s)
             return _error(request, 413 if isinstance(e, SqlTooLarge) else 400, e.code, e.message, e.hint)
+        except MemoryError as e:
+            # The answer's encoding met the daemon's memory cap (memory_cap.py).
+            ticket.release()
+            refused = sql_api.out_of_memory(str(e) or type(e).__name__, capped=True)
+            return _error(request, 400, refused.code, refused.message, refused.hint)
         except BaseException:
             ticket.release()
             raise

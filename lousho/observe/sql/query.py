@@ -90,7 +90,10 @@ def run_query(
     except duckdb.InterruptException:
         raise SqlTimedOut(f"the query ran past the {timeout:g} s limit and was stopped") from None
     except duckdb.OutOfMemoryException as e:
-        raise SqlOutOfMemory(f"the query needed more memory than the daemon allows: {first_line(e)}") from None
+        raise out_of_memory(first_line(e), capped="bad allocation" in str(e)) from None
+    except MemoryError as e:
+        # Python's side of the answer (Arrow, its text) met the daemon's memory cap.
+        raise out_of_memory(str(e) or type(e).__name__, capped=True) from None
     except (duckdb.PermissionException, duckdb.TransactionException) as e:
         # TransactionException: the read-only transaction refused a write the guard let through.
         raise SqlRefused(f"refused: {first_line(e)}") from None
@@ -101,6 +104,16 @@ def run_query(
         raise SqlFailed(first_line(e)) from None
     finally:
         timer.cancel()
+
+
+def out_of_memory(message: str, *, capped: bool) -> SqlOutOfMemory:
+    """``capped``: the allocator refused (the process met its memory cap, memory_cap.py) rather than DuckDB's
+    count of its working memory: one value the query builds, not how much it reads."""
+    if not capped:
+        return SqlOutOfMemory(f"the query needed more memory than the daemon allows: {message}")
+    return SqlOutOfMemory(f"the query built a value past the daemon's memory cap: {message}",
+                          hint="build smaller values (a LIMIT inside a list or string function, fewer repeats); "
+                               "the daemon's --memory-cap sets the bound")
 
 
 def check_size(query: object, max_query_bytes: int) -> None:

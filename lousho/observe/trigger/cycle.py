@@ -49,6 +49,7 @@ from typing import Any
 
 import duckdb
 
+from lousho.observe import memory_cap
 from lousho.observe.errors import BadAgentOption
 from lousho.observe.sql import query as sql_api
 from lousho.observe.trigger.detector import (
@@ -453,6 +454,8 @@ class Trigger:
                 env = cycle_environment(dict(os.environ), self.config.observe_token, self.config.observe_ca_cert)
                 process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                            stderr=subprocess.STDOUT, env=env)
+                # The daemon's memory cap is sized for the daemon, not for the agent's cycle.
+                memory_cap.release(process.pid)
         except OSError as e:
             self._skip(agent, revision, window, f"could not start the cycle: {e}")
             return

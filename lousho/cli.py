@@ -7,6 +7,7 @@ gRPC, and `lousho observe` need not load SciPy.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 import click
@@ -88,4 +89,8 @@ def group() -> None:
 
 def main() -> None:
     """Entry point: user-facing errors print one clear line (and a hint), never a traceback."""
+    if sys.argv[1:2] == ["observe"]:
+        from lousho.observe import memory_cap
+
+        memory_cap.before_duckdb_loads()  # the daemon's process: before its command table loads DuckDB
     run(group)

@@ -7,6 +7,10 @@ improve and models parts' checks of ``--agent`` and the model URLs.
 
 import sys
 
-from lousho.cli import group, run
+from lousho.observe import memory_cap
+
+memory_cap.before_duckdb_loads()
+
+from lousho.cli import group, run  # noqa: E402 (the command table loads DuckDB: after its allocator's option)
 
 run(group, ["observe", *sys.argv[1:]], prog_name="lousho")

@@ -9,21 +9,32 @@ is used). A commit or a decode that meets the cap instead, while a query holds m
 the same way and is retried (store/writer.py), and a request gets a retryable refusal: the daemon lives.
 
 The cap counts address space, not resident pages (config.default_memory_cap says what the default leaves
-room for). A value that was granted leaves its space with DuckDB's allocator (the jemalloc in its module keeps
-what it frees, for its own reuse): a cap set close to what the daemon needs may refuse later work after one such
-value, so keep the default's headroom. Only the soft limit is lowered, and children inherit it: the lake's
+room for). DuckDB's allocator (the jemalloc built into its module) keeps the address space of what it frees, for
+its own reuse: after one large value granted under the cap, the daemon would stay at the cap and refuse the rest
+(a 1.6 GB list left it at its 4 GiB cap, its next commits refused). ``before_duckdb_loads`` has it give the space
+back instead; jemalloc reads that once, as DuckDB's module loads, so the daemon's entry points call it before
+anything imports duckdb. Only the soft limit is lowered, and children inherit it: the lake's
 worker keeps it (it runs SQL too); an improvement cycle (the agent's own code) is given the hard limit back
 (``release``).
 """
 
 from __future__ import annotations
 
+import os
 import resource
 
 from lousho.observe.config import GIB
 
 # Below this the daemon could not run under its own overhead: a usage error.
 MIN_CAP = GIB
+# The environment variable DuckDB's jemalloc reads its options from, and the option that unmaps what it frees.
+ALLOCATOR_CONF = ("DUCKDB_JE_MALLOC_CONF", "retain:false")
+
+
+def before_duckdb_loads() -> None:
+    """Have DuckDB's allocator give back the address space it frees (a value the user set is kept). Call it before
+    anything imports duckdb: later it changes nothing."""
+    os.environ.setdefault(*ALLOCATOR_CONF)
 
 def data_bytes() -> int | None:
     """The writable memory this process maps now (``VmData``), what the cap bounds; None off Linux."""

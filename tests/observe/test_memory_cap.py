@@ -9,6 +9,7 @@ while, are each stored once.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -25,8 +26,7 @@ from lousho.observe.client.process import start_daemon
 from lousho.observe.config import GIB, DaemonConfig, default_memory_cap
 from lousho.observe.daemon_cli import observe
 
-# Each asks for more than the cap at once. (A value granted under the cap leaves its space with DuckDB's allocator,
-# memory_cap.py: a query growing one close to a cap this tight would leave the daemon no room, so none does here.)
+# Each asks for more than the cap at once.
 HUGE_VALUES = (
     "SELECT len(range(600000000)) AS n",  # a 4.8 GB list
     "SELECT length(repeat('x', 3500000000)) AS n",  # a 3.5 GB string (a 4 GiB block)
@@ -76,8 +76,11 @@ def test_a_value_past_the_cap_is_a_coded_400_and_every_span_sent_meanwhile_is_st
         assert sql(daemon.url, "SELECT count(*) AS n FROM runs WHERE agent = 'capped'") == [{"n": SPANS}]
         assert get(daemon.url, "/healthz").json() == {"status": "ok"}
         assert metric(daemon.url, "lousho_process_data_bytes") < CAP
-        # A value under the cap is built as before.
-        assert sql(daemon.url, "SELECT len(range(10000000)) AS n") == [{"n": 10_000_000}]
+        # A large value under the cap is built as before, and its space given back: DuckDB's allocator, left to
+        # itself, keeps it (the daemon then sat at its cap, refusing its own commits and aborting at its stop).
+        assert sql(daemon.url, "SELECT len(range(200000000)) AS n") == [{"n": 200_000_000}]  # 1.6 GB
+        assert metric(daemon.url, "lousho_process_data_bytes") < CAP - GIB
+        assert sql(daemon.url, "SELECT count(*) AS n FROM spans") == [{"n": SPANS}]
     finally:
         assert daemon.stop() == 0
 
@@ -115,3 +118,21 @@ def test_a_child_inherits_the_cap_unless_released():
     # In a process of its own: the cap must not fall on the test run.
     out = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(2 << 30), str(2 << 30), "True"]
+
+
+_ENTRY = """
+import os, sys
+from lousho.cli import main
+sys.argv = ["lousho", "observe", "--help"]
+try:
+    main()
+except SystemExit:
+    pass
+print(os.environ.get("DUCKDB_JE_MALLOC_CONF"), "duckdb" in sys.modules)
+"""
+
+
+def test_lousho_observe_sets_duckdbs_allocator_option_before_duckdb_loads():
+    env = {k: v for k, v in os.environ.items() if k != "DUCKDB_JE_MALLOC_CONF"}
+    out = subprocess.run([sys.executable, "-c", _ENTRY], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split()[-2:] == ["retain:false", "True"]

@@ -27,7 +27,7 @@ def default_memory_limit() -> int:
 
 # What the daemon maps besides DuckDB's working memory and the SQL answers: the interpreter and libraries, thread
 # stacks and allocator arenas, the decoded requests (queue_bytes) and the decoders' buffers. Under load it maps
-# 3.1 GB of writable memory for 1.2 GB resident (benchmarks/perf/ingest.py); this leaves room above that.
+# 3.4 GB of writable memory for 1.5 GB resident (benchmarks/perf/ingest.py); this leaves room above that.
 MEMORY_CAP_OVERHEAD = 4 * GIB
 
 
@@ -71,7 +71,8 @@ class DaemonConfig:
     # (workers and as many waiting), so answers held at once never pass it.
     sql_query_memory_bytes: int | None = None
     # The writable memory the daemon's process may map (memory_cap.py), so that one huge value a query builds
-    # fails that query instead of getting the daemon killed; None: default_memory_cap(); 0: no cap.
+    # fails that query instead of getting the daemon killed; None: default_memory_cap(); 0: no cap. Applied by
+    # `lousho observe` to its own process; serve() embedded in another process leaves that process alone.
     memory_cap_bytes: int | None = None
     # A client that takes nothing of an answer for this long is cut off, and the answer freed.
     send_timeout_s: float = 30.0

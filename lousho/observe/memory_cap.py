@@ -36,6 +36,7 @@ def before_duckdb_loads() -> None:
     anything imports duckdb: later it changes nothing."""
     os.environ.setdefault(*ALLOCATOR_CONF)
 
+
 def data_bytes() -> int | None:
     """The writable memory this process maps now (``VmData``), what the cap bounds; None off Linux."""
     try:

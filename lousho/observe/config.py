@@ -15,14 +15,19 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
+def ram_bytes() -> int | None:
+    """The machine's physical memory; None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
 def default_memory_limit() -> int:
     """DuckDB's own default is 80% of RAM, more than a daemon beside an agent should take: 25% of RAM,
     at most 4 GiB."""
-    try:
-        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return 4 * GIB
-    return min(ram // 4, 4 * GIB)
+    ram = ram_bytes()
+    return 4 * GIB if ram is None else min(ram // 4, 4 * GIB)
 
 
 # What the daemon maps besides DuckDB's working memory and the SQL answers: the interpreter and libraries, thread
@@ -31,10 +36,16 @@ def default_memory_limit() -> int:
 MEMORY_CAP_OVERHEAD = 4 * GIB
 
 
-def default_memory_cap(memory_limit: int) -> int:
+def default_memory_cap(memory_limit: int, ram: int | None) -> int:
     """DuckDB's working memory, the answers held at once (as Arrow, then as text: twice the memory limit at
-    most, ``sql_query_memory``), and ``MEMORY_CAP_OVERHEAD``: 16 GiB at the default memory limit's most."""
-    return 3 * memory_limit + MEMORY_CAP_OVERHEAD
+    most, ``sql_query_memory``), and ``MEMORY_CAP_OVERHEAD``: 16 GiB at the default memory limit's most. At most
+    three quarters of ``ram``, so that a value the cap lets through fits beside the agent, but never below the
+    working memory and the overhead: on a machine under 7 GiB that is more than its RAM, and the cap stops only
+    values larger than the machine."""
+    cap = 3 * memory_limit + MEMORY_CAP_OVERHEAD
+    if ram is not None:
+        cap = min(cap, ram * 3 // 4)
+    return max(cap, memory_limit + MEMORY_CAP_OVERHEAD)
 
 
 @dataclass(frozen=True)
@@ -145,7 +156,7 @@ class DaemonConfig:
     def memory_cap(self) -> int | None:
         """The cap on the daemon's process, None for none."""
         if self.memory_cap_bytes is None:
-            return default_memory_cap(self.memory_limit)
+            return default_memory_cap(self.memory_limit, ram_bytes())
         return self.memory_cap_bytes or None
 
     @property

@@ -133,7 +133,8 @@ def _read_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
 @click.option("--memory-cap", default=None, metavar="SIZE|off",
               help="Writable memory the daemon's process may map: a query building one value past it (DuckDB does "
                    "not count single values against --memory-limit) fails with LOUSHO_SQL_OUT_OF_MEMORY instead of "
-                   "getting the daemon killed [default: 3 x --memory-limit + 4GiB; at least 1GiB].")
+                   "getting the daemon killed [default: 3 x --memory-limit + 4GiB, at most 3/4 of RAM; at least "
+                   "--memory-limit + 1GiB].")
 @click.option("--send-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
               help="Seconds a client may read nothing of an answer before it is cut off.")
 @click.option("--commit-delay", type=float, default=0.0, hidden=True,
@@ -274,7 +275,7 @@ def observe(
     # Built before serve(), like the checks above: a bad --recover-store is a usage error before any bind.
     page = wiring.make_page(config, specs, recover_store) if wiring.make_page is not None else None
     if config.memory_cap is not None:
-        _apply_cap(config.memory_cap)
+        _apply_cap(config.memory_cap, config.memory_limit)
     serve(config, announce=lambda line: click.echo(line), trigger=trigger, page=page)
 
 
@@ -289,8 +290,12 @@ def _cap_size(text: str | None) -> int | None:
     return value
 
 
-def _apply_cap(limit: int) -> None:
-    """Cap this process (the daemon's own, never one embedding ``serve``), leaving it room to start."""
+def _apply_cap(limit: int, memory_limit: int) -> None:
+    """Cap this process (the daemon's own, never one embedding ``serve``), leaving it room to start, and DuckDB
+    room for its working memory: a cap below that would refuse DuckDB's own work before its limit does."""
+    if limit < memory_limit + memory_cap.MIN_CAP:
+        raise click.BadParameter(f"{limit // MIB}MiB leaves DuckDB's --memory-limit ({memory_limit // MIB}MiB) "
+                                 f"less than {memory_cap.MIN_CAP // MIB}MiB to spare", param_hint="--memory-cap")
     mapped = memory_cap.data_bytes()
     if mapped is not None and mapped + memory_cap.MIN_CAP > limit:
         raise click.BadParameter(f"{limit // MIB}MiB leaves the daemon too little room: it maps {mapped // MIB}MiB "

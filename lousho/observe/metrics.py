@@ -73,6 +73,8 @@ class Metrics:
     # The lake shipper's state (lake/lake_shipper.ShipperState: position, commits, rows, last error); None: no lake.
     lake_state: Any = field(default=None, repr=False)
     requests_refused_disk_full: int = 0
+    # Requests refused because an allocation met the process's memory cap (memory_cap.py) as they were taken.
+    requests_refused_memory: int = 0
     # Which OTLP/protobuf decoder runs: "native" (the C module) or "python" (it was not built).
     decoder: str = "python"
     # And for OTLP/JSON: "native" (the transcoder into the native decoder) or "python".
@@ -184,6 +186,9 @@ class Metrics:
                 ("lousho_requests_refused_disk_full_total", "counter",
                  "requests answered 503 (gRPC UNAVAILABLE) because the store's disk was full",
                  self.requests_refused_disk_full),
+                ("lousho_requests_refused_memory_total", "counter",
+                 "requests answered 503 (gRPC UNAVAILABLE) because the daemon was at its memory cap",
+                 self.requests_refused_memory),
             ]
             if self.lake_state is not None:
                 lake = self.lake_state

@@ -21,6 +21,7 @@ from lousho.observe.decode.otlp_decode import BadPayload
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull, bind_error
 from lousho.observe.metrics import Metrics
 from lousho.observe.receive.http_layers import bearer_matches
+from lousho.observe.store import faults
 from lousho.observe.store.spool import KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
@@ -39,6 +40,16 @@ class _TraceService:
         self._check = otlp_native.protobuf_checker()
 
     def export(self, body: bytes, context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
+        try:
+            return self._export(body, context)
+        except MemoryError:
+            # At the memory cap (memory_cap.py) while a query held memory: not acked (a resend is stored once).
+            self._metrics.add(requests_refused_memory=1)
+            self._retry_later(context)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "LOUSHO_OBSERVE_OUT_OF_MEMORY: the daemon is at its memory cap")
+            raise  # abort raises; this line is for the type checker
+
+    def _export(self, body: bytes, context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
         if self._expected is not None:
             given = dict(context.invocation_metadata()).get("authorization")
             if not bearer_matches(str(given) if given is not None else None, self._expected):
@@ -51,10 +62,7 @@ class _TraceService:
         except BadPayload as e:
             self._metrics.add(requests_bad=1)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        except MemoryError:
-            # At the memory cap (memory_cap.py) while something else held memory: nothing accepted; resend.
-            self._retry_later(context)
-            context.abort(grpc.StatusCode.UNAVAILABLE, "LOUSHO_OBSERVE_OUT_OF_MEMORY: the daemon is at its memory cap")
+        faults.point("receive.checked")
         self._metrics.add(spans_rejected=checked.rejected, values_nulled=checked.nulled)
         try:
             future = self._writer.submit(checked, nbytes, body, KIND_PROTOBUF)
@@ -75,6 +83,8 @@ class _TraceService:
             self._metrics.add(requests_refused_disk_full=1)
             self._retry_later(context)
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{e.code}: {e.message}; {e.hint}")
+        except MemoryError:
+            raise  # the spool's write met the memory cap: answered by ``export``
         except Exception as e:
             code = grpc.StatusCode.UNAVAILABLE if is_transient(e) else grpc.StatusCode.INVALID_ARGUMENT
             context.abort(code, f"commit failed: {e}")

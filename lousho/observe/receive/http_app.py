@@ -38,6 +38,7 @@ from lousho.observe.receive.http_layers import (
 from lousho.observe.sql import query as sql_api
 from lousho.observe.sql.sql_encode import csv_answer, json_answer
 from lousho.observe.sql.sql_pool import SqlPool, Ticket
+from lousho.observe.store import faults
 from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF
 from lousho.observe.store.writer import QueueFull, ShuttingDown, Writer, is_transient
 
@@ -78,6 +79,17 @@ def build_app(
     check_json = otlp_json_native.json_checker()
 
     async def traces(request: Request) -> Response:
+        try:
+            return await _traces(request)
+        except MemoryError:
+            # The process met its memory cap (memory_cap.py) while a query held memory: reading, checking or
+            # spooling this request. It is not acked, and a resend is stored once.
+            metrics.add(requests_refused_memory=1)
+            return _error(request, 503, "LOUSHO_OBSERVE_OUT_OF_MEMORY", "the daemon is at its memory cap",
+                          "retry; the daemon's --memory-cap sets the bound", GRPC_UNAVAILABLE,
+                          retry_after=config.retry_after_s)
+
+    async def _traces(request: Request) -> Response:
         ctype = request.headers.get("content-type", "")
         base = ctype.split(";", 1)[0].strip().lower()
         if base not in PROTOBUF_TYPES and base != "application/json":
@@ -100,12 +112,7 @@ def build_app(
             metrics.add(requests_bad=1)
             return _error(request, 400, "LOUSHO_OBSERVE_BAD_PAYLOAD", str(e),
                           "send an OTLP ExportTraceServiceRequest")
-        except MemoryError:
-            # The process met its memory cap (memory_cap.py) while something else held memory: nothing was
-            # accepted, and a resend will be.
-            return _error(request, 503, "LOUSHO_OBSERVE_OUT_OF_MEMORY", "the daemon is at its memory cap",
-                          "retry; the daemon's --memory-cap sets the bound", GRPC_UNAVAILABLE,
-                          retry_after=config.retry_after_s)
+        faults.point("receive.checked")
         metrics.add(spans_rejected=checked.rejected, values_nulled=checked.nulled)
         try:
             future = writer.submit(checked, size, body, KIND_JSON if checker is check_json else KIND_PROTOBUF)
@@ -125,6 +132,8 @@ def build_app(
             metrics.add(requests_refused_disk_full=1)
             return _error(request, 503, e.code, e.message, e.hint, GRPC_UNAVAILABLE,
                           retry_after=config.retry_after_s)
+        except MemoryError:
+            raise  # the spool's write met the memory cap: answered by ``traces``
         except Exception as e:
             if is_transient(e):
                 return _error(request, 503, "LOUSHO_OBSERVE_COMMIT_FAILED", str(e),

@@ -9,7 +9,6 @@ and refuses a damaged store (``LOUSHO_STORE_CORRUPT``) rather than serving it.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -180,7 +179,8 @@ class SpanStore:
     A full disk is not damage (store_damage.is_disk_full): the store is ``disk_full`` until ``recover``
     finds room again; the commit that failed raises StoreDiskFull (retryable) and is rolled back. When
     the failure was a checkpoint's, DuckDB has invalidated the database; ``recover`` opens it again, which
-    replays the WAL, so every span committed before is there.
+    replays the WAL, so every span committed before is there. Memory refused (memory_cap.py) is not damage
+    either: the error is raised as it is (retryable), and the database opened again before the next statement.
 
     The kept runs are folded at open, at close and, with ``fold_thread``, by a thread of their own in
     between (runs_fold.py); without it only when ``fold`` is called (``runs`` is exact either way).
@@ -208,7 +208,7 @@ class SpanStore:
         self._catalog = _catalog(path)
         self.damaged: StoreCorrupt | None = None
         self.disk_full: StoreDiskFull | None = None
-        self._invalidated = False  # by a fatal error on a full disk: DuckDB refuses all until reopened
+        self._invalidated = False  # by a fatal error (a full disk, memory refused): DuckDB refuses all until reopened
         self._config = config
         self._fold_thread = fold_thread
         # DuckDB's workers run this much below the request path, the fold further (cpu_priority.py).
@@ -247,6 +247,7 @@ class SpanStore:
             raise self.damaged
         if self.disk_full is not None and self._invalidated:
             raise self.disk_full
+        self._revive()
         converted = [b if isinstance(b, ArrowBatch) else arrow_batch(b) for b in batches]
         spans = _concat([b.spans for b in converted], SPAN_SCHEMA)
         scores = _concat([b.scores for b in converted], SCORE_SCHEMA)
@@ -300,6 +301,7 @@ class SpanStore:
         """Record that every spool record up to ``spool_seq`` is loaded, alone (nothing else to commit)."""
         if self.damaged is not None:
             raise self.damaged
+        self._revive()
         try:
             self._con.execute(_MARK_SPOOL, [spool_seq])
         except duckdb.Error as e:
@@ -386,6 +388,7 @@ class SpanStore:
             return False  # nothing to fold in: DuckDB refuses every statement on an invalidated database
         if self.disk_full is not None:
             return False  # it would find no room either (and invalidate the database): the WAL keeps everything
+        self._revive()
         # DuckDB refuses a CHECKPOINT while the fold's transaction is open. The writer checkpoints when
         # idle, as the fold runs: rather than keep the next commit waiting behind a fold, skip this one
         # (the WAL keeps everything; the next idle moment, or closing the database, checkpoints).
@@ -411,7 +414,7 @@ class SpanStore:
         DuckDB invalidated it (or it answers nothing): that replays the WAL, losing nothing committed."""
         if self.disk_full is None:
             return True
-        if self.damaged is not None or _free_bytes(self.path) < RESUME_FREE_BYTES:
+        if self.damaged is not None or store_damage.free_bytes(self.path) < RESUME_FREE_BYTES:
             return False
         try:
             if self._invalidated or not self._usable():
@@ -421,6 +424,16 @@ class SpanStore:
             return False
         self.disk_full = None
         return True
+
+    def _revive(self) -> None:
+        """Open the database again after memory was refused (a full disk waits for ``recover``), replaying the WAL;
+        MemoryError (retryable) while it cannot be opened yet."""
+        if not self._invalidated or self.disk_full is not None or self.damaged is not None:
+            return
+        try:
+            self._reopen()
+        except (duckdb.Error, ObserveError) as e:
+            raise MemoryError(f"the store could not be opened again yet: {e}") from e
 
     def _usable(self) -> bool:
         try:
@@ -478,6 +491,11 @@ class SpanStore:
             self._invalidated = self._invalidated or isinstance(error, duckdb.FatalException)
             self.disk_full = store_damage.disk_full(self.path, error)
             raise self.disk_full from error
+        if store_damage.is_out_of_memory(error):
+            # Not damage. A checkpoint refused memory may have left DuckDB's database invalidated, without always
+            # saying so: the next statement opens it again first (``_revive``), whichever statement it was.
+            self._invalidated = True
+            return
         if not store_damage.is_corruption(error):
             return
         self.damaged = store_damage.corrupt(self.path, error)
@@ -548,13 +566,6 @@ def _catalog(path: Path) -> str:
     """The store's catalog name, quoted: the file's stem, as ``duckdb.connect`` names it."""
     name = path.stem if path.stem.lower() not in _RESERVED_CATALOGS else _FALLBACK_CATALOG
     return '"' + name.replace('"', '""') + '"'
-
-
-def _free_bytes(path: Path) -> int:
-    try:
-        return shutil.disk_usage(path.parent).free
-    except OSError:
-        return 0
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

@@ -294,7 +294,8 @@ class Spool:
                 self._next_seq = seq + 1
             faults.point("spool.written")
             os.fdatasync(self._fd)  # type: ignore[arg-type]
-        except OSError as e:
+        except (OSError, MemoryError) as e:
+            # MemoryError: the daemon at its memory cap (memory_cap.py) while a query held memory; retryable too.
             self._fail(group, touched, first_seq, e)
             return
         now = time.monotonic_ns()
@@ -309,7 +310,7 @@ class Spool:
             item.future.set_result(record)
 
     def _fail(self, group: list[_Pending], touched: dict[Path, tuple[_Segment, int, int]], first_seq: int,
-              error: OSError) -> None:
+              error: OSError | MemoryError) -> None:
         """Nothing of this group is acked: every segment it touched is cut back to where it was."""
         for segment, size, last_seq in touched.values():
             try:
@@ -318,7 +319,7 @@ class Spool:
                 logger.exception("cutting the spool segment %s back after a failed write failed", segment.path)
             segment.size, segment.last_seq = size, last_seq
         self._next_seq = first_seq
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             self.disk_full = StoreDiskFull(f"the disk holding the spool {self.directory} is full: {error.strerror}")
             self._full_checked = time.monotonic()
             failure: Exception = self.disk_full

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import re
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -65,14 +66,37 @@ def is_disk_full(error: BaseException) -> bool:
     return any(phrase in text for phrase in _DISK_FULL)
 
 
+def free_bytes(path: Path) -> int:
+    """Room left on the file system holding the file ``path`` (0 when it cannot be read)."""
+    try:
+        return shutil.disk_usage(path.parent).free
+    except OSError:
+        return 0
+
+
 def disk_full(path: Path, error: BaseException) -> StoreDiskFull:
     return StoreDiskFull(f"the disk holding the store {path} is full: {_first_line(error)}")
 
 
+# DuckDB's words for an allocation refused: the daemon's process at its memory cap (memory_cap.py), or the machine
+# out of memory. In a FatalException's text too: a checkpoint that could not allocate invalidates the database.
+_OUT_OF_MEMORY = ("bad allocation", "out of memory")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` means memory was refused (retryable once others free theirs: nothing is damaged)."""
+    if isinstance(error, MemoryError | duckdb.OutOfMemoryException):
+        return True
+    if not isinstance(error, duckdb.Error):
+        return False
+    text = str(error).lower()
+    return any(phrase in text for phrase in _OUT_OF_MEMORY)
+
+
 def is_corruption(error: BaseException) -> bool:
     """Whether ``error`` means the store is damaged (never transient: retrying cannot help)."""
-    if is_disk_full(error):
-        return False  # DuckDB invalidates the database on a checkpoint that found no room: not damage
+    if is_disk_full(error) or is_out_of_memory(error):
+        return False  # DuckDB invalidates the database on a checkpoint that found no room or memory: not damage
     if isinstance(error, StoreCorrupt | duckdb.FatalException):
         return True
     if not isinstance(error, duckdb.Error):

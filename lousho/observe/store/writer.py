@@ -39,7 +39,7 @@ from lousho.observe.metrics import Metrics
 from lousho.observe.store import faults
 from lousho.observe.store.span_store import ArrowBatch, SpanStore, arrow_batch
 from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF, Record, Spool, default_capacity
-from lousho.observe.store.store_damage import is_corruption, is_disk_full
+from lousho.observe.store.store_damage import is_corruption, is_disk_full, is_out_of_memory
 from lousho.observe.store.writer_upkeep import (
     CHECKPOINT_EVERY_BYTES,
     CHECKPOINT_SPOOL_FRACTION,
@@ -90,13 +90,13 @@ def is_transient(error: BaseException) -> bool:
     A damaged store is neither: DuckDB reports a failed checksum or a short read as an IOException
     or TransactionException too, and retrying those would only repeat them (``is_corruption``). A full
     disk is transient, even where DuckDB calls it fatal: space comes back."""
-    if is_disk_full(error):
+    if is_disk_full(error) or is_out_of_memory(error):
+        # Out of memory (DuckDB's or Python's, a fatal one included: the store opens the database again) passes as
+        # the loads or the query before it finish and free theirs.
         return True
     if is_corruption(error):
         return False
-    # Out of memory (DuckDB's or Python's) passes as the loads before it finish and free theirs.
-    return isinstance(error, duckdb.IOException | duckdb.TransactionException | duckdb.OutOfMemoryException
-                      | OSError | MemoryError)
+    return isinstance(error, duckdb.IOException | duckdb.TransactionException | OSError)
 
 
 class QueueFull(Exception):

@@ -60,10 +60,7 @@ def is_disk_full(error: BaseException) -> bool:
         return True
     if isinstance(error, OSError):
         return error.errno in (errno.ENOSPC, errno.EDQUOT)
-    if not isinstance(error, duckdb.Error):
-        return False
-    text = str(error).lower()
-    return any(phrase in text for phrase in _DISK_FULL)
+    return _duckdb_says(error, _DISK_FULL)
 
 
 def free_bytes(path: Path) -> int:
@@ -80,29 +77,27 @@ def disk_full(path: Path, error: BaseException) -> StoreDiskFull:
 
 # DuckDB's words for an allocation refused: the daemon's process at its memory cap (memory_cap.py), or the machine
 # out of memory. In a FatalException's text too: a checkpoint that could not allocate invalidates the database.
-_OUT_OF_MEMORY = ("bad allocation", "out of memory")
+_OUT_OF_MEMORY = ("bad allocation", "allocation failure", "failed to allocate", "out of memory")
 
 
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` means memory was refused (retryable once others free theirs: nothing is damaged)."""
-    if isinstance(error, MemoryError | duckdb.OutOfMemoryException):
-        return True
-    if not isinstance(error, duckdb.Error):
-        return False
-    text = str(error).lower()
-    return any(phrase in text for phrase in _OUT_OF_MEMORY)
+    return isinstance(error, MemoryError | duckdb.OutOfMemoryException) or _duckdb_says(error, _OUT_OF_MEMORY)
 
 
 def is_corruption(error: BaseException) -> bool:
     """Whether ``error`` means the store is damaged (never transient: retrying cannot help)."""
     if is_disk_full(error) or is_out_of_memory(error):
         return False  # DuckDB invalidates the database on a checkpoint that found no room or memory: not damage
-    if isinstance(error, StoreCorrupt | duckdb.FatalException):
-        return True
+    return isinstance(error, StoreCorrupt | duckdb.FatalException) or _duckdb_says(error, _CORRUPTION)
+
+
+def _duckdb_says(error: BaseException, phrases: tuple[str, ...]) -> bool:
+    """Whether ``error`` is DuckDB's and its text holds one of ``phrases`` (lower case)."""
     if not isinstance(error, duckdb.Error):
         return False
     text = str(error).lower()
-    return any(phrase in text for phrase in _CORRUPTION)
+    return any(phrase in text for phrase in phrases)
 
 
 def corrupt(path: Path, error: BaseException) -> StoreCorrupt:

@@ -40,7 +40,7 @@ def default_memory_cap(memory_limit: int, ram: int | None) -> int:
     """DuckDB's working memory, the answers held at once (as Arrow, then as text: twice the memory limit at
     most, ``sql_query_memory``), and ``MEMORY_CAP_OVERHEAD``: 16 GiB at the default memory limit's most. At most
     three quarters of ``ram``, so that a value the cap lets through fits beside the agent, but never below the
-    working memory and the overhead: on a machine under 7 GiB that is more than its RAM, and the cap stops only
+    working memory and the overhead: on a machine under 5.3 GiB that is more than its RAM, and the cap stops only
     values larger than the machine."""
     cap = 3 * memory_limit + MEMORY_CAP_OVERHEAD
     if ram is not None:

@@ -397,6 +397,8 @@ class SpanStore:
         try:
             self._con.execute("CHECKPOINT")
         except duckdb.Error as e:
+            # A checkpoint refused memory can leave the database invalidated without saying so in its own error.
+            self._invalidated = self._invalidated or store_damage.is_out_of_memory(e)
             self._note_damage(e)
             raise
         finally:
@@ -492,9 +494,10 @@ class SpanStore:
             self.disk_full = store_damage.disk_full(self.path, error)
             raise self.disk_full from error
         if store_damage.is_out_of_memory(error):
-            # Not damage. A checkpoint refused memory may have left DuckDB's database invalidated, without always
-            # saying so: the next statement opens it again first (``_revive``), whichever statement it was.
-            self._invalidated = True
+            # Not damage. DuckDB invalidates the database when it cannot allocate at a commit or checkpoint (a fatal
+            # or I/O error saying so): the next statement opens it again (``_revive``). A plain refusal does not.
+            plain = isinstance(error, duckdb.OutOfMemoryException) and "invalidated" not in str(error)
+            self._invalidated = self._invalidated or not plain
             return
         if not store_damage.is_corruption(error):
             return

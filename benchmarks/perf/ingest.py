@@ -450,6 +450,16 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
                 break
             time.sleep(0.05)
         committed_s = (caught_up or time.monotonic()) - load.start_at
+        # Folded: the kept runs (what ``lousho runs`` reads without recomputing) reach every committed span once
+        # the fold's watermark reaches the last commit.
+        folded_at = None
+        while caught_up is not None and time.monotonic() < give_up:
+            if sql_scalar(daemon.url, "SELECT (SELECT watermark FROM runs_fold) >= "
+                                      "(SELECT max(commit_seq) FROM spans)"):
+                folded_at = time.monotonic()
+                break
+            time.sleep(0.05)
+        folded_s = (folded_at or time.monotonic()) - load.start_at
         scores = int(sql_scalar(daemon.url, "SELECT count(*) FROM scores"))
         metrics = scrape_metrics(daemon.url)
         rss = common.peak_rss_mib(daemon.pid)
@@ -478,6 +488,10 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
         "caught_up": caught_up is not None,
         "committed_s": committed_s,
         "stored_spans_per_s": stored / committed_s,
+        "folded_s": folded_s,
+        "folded_spans_per_s": stored / folded_s,
+        "folds": metrics.get("lousho_folds_total", 0.0),
+        "folds_from_memory": metrics.get("lousho_folds_from_memory_total", 0.0),
         "acked_spans_per_s": load.spans_ok / load.elapsed_s,
         "load_lag_p50_s": lag[0.5],
         "load_lag_p99_s": lag[0.99],
@@ -796,13 +810,17 @@ def print_report(doc: dict[str, Any]) -> None:
         print(f"  repeat {r['repeat']}: acked {r['acked_spans_per_s']:>9,.0f} spans/s "
               f"({r['spans_acked']:,} in {r['elapsed_s']:.1f} s), committed {r['stored_spans_per_s']:>9,.0f} spans/s "
               f"({r['spans_stored']:,} queryable {r['committed_s']:.1f} s after the start"
-              f"{'' if r['caught_up'] else ', NOT caught up'}; {r['loaded_at_last_ack']:,.0f} loaded at the last ack)"
+              f"{'' if r['caught_up'] else ', NOT caught up'}; {r['loaded_at_last_ack']:,.0f} loaded at the last ack), "
+              f"folded {r['folded_spans_per_s']:,.0f} spans/s ({r['folded_s']:.1f} s, {r['folds']:.0f} folds, "
+              f"{r['folds_from_memory']:.0f} from memory)"
               f"  ack p50 {r['ack_p50_ms']:.1f} ms p99 {r['ack_p99_ms']:.1f} ms  load lag p99 <= "
               f"{r['load_lag_p99_s']:g} s  503s {r['refused_503']}  "
               f"RSS {r['daemon_peak_rss_mib']:.0f} MiB  load {r['load_1m']:.2f}")
     rows = [
         ("accepted (spans in 200s / elapsed)", f"{med['acked_spans_per_s']:,.0f} spans/s"),
         ("committed (count(*) / time to it)", f"{med['stored_spans_per_s']:,.0f} spans/s"),
+        ("folded into the kept runs (time to it)", f"{med['folded_spans_per_s']:,.0f} spans/s, "
+                                                   f"{med['folded_s'] - med['committed_s']:.1f} s after committed"),
         ("load lag p50 / p99 (by bucket)", f"<= {med['load_lag_p50_s']:g} / <= {med['load_lag_p99_s']:g} s"),
         ("spool", f"{med['spool_syncs']:,.0f} fdatasyncs, {med['spool_sync_ms_mean']:.1f} ms mean"),
         ("ack latency p50 / p99", f"{med['ack_p50_ms']:.1f} / {med['ack_p99_ms']:.1f} ms"),

@@ -60,6 +60,8 @@ class Metrics:
     # The loader's lag now (seconds since the oldest record not loaded was acked), set by the daemon's reader.
     lag_now: Callable[[], float] | None = field(default=None, repr=False)
     spool_bytes_now: Callable[[], int] | None = field(default=None, repr=False)
+    # The kept runs' fold (runs/runs_fold.FoldStats), read from the store.
+    fold_now: Callable[[], Any] | None = field(default=None, repr=False)
     # Set once the store is found damaged: /healthz answers 503 with it from then on.
     store_damage: StoreCorrupt | None = None
     # Set while the store's disk is full (retryable: exports get 503, /healthz says why); cleared when room returns.
@@ -206,6 +208,17 @@ class Metrics:
                              "days until the TLS certificate expires (negative once it has)",
                              round((self.tls_not_after - time.time()) / 86_400, 3)))
             detectors = dict(self.trigger_detectors)
+        if self.fold_now is not None:
+            fold = self.fold_now()
+            rows += [("lousho_folds_total", "counter", "folds of committed spans into the kept runs", fold.folds),
+                     ("lousho_fold_spans_total", "counter", "spans folded into the kept runs", fold.folded_spans),
+                     ("lousho_fold_seconds_sum", "counter", "time spent folding", round(fold.fold_seconds, 6)),
+                     ("lousho_folds_from_memory_total", "counter",
+                      "folds that merged parts made from the commits in memory (the others read their tail back)",
+                      fold.folds_from_memory),
+                     ("lousho_fold_held_bytes", "gauge", "committed rows held in memory for the next fold",
+                      fold.held_bytes),
+                     ("lousho_fold_tail_spans", "gauge", "spans committed and not folded yet", fold.tail_spans)]
         capped = memory_cap.cap()
         if capped is not None:
             rows += [("lousho_memory_cap_bytes", "gauge", "writable memory the daemon's process may map (--memory-cap)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+import urllib.request
 
 import pytest
 from daemon_support import post, sql
@@ -14,6 +15,12 @@ from runs_data import assert_kept_tables_match_the_view, assert_runs_match_the_v
 from lousho.observe.client.process import start_daemon
 from lousho.observe.runs.runs_fold import RunsFold
 from lousho.observe.store.span_store import SpanStore
+
+
+def _metrics(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        lines = response.read().decode().splitlines()
+    return {name: float(value) for name, _, value in (line.partition(" ") for line in lines if line[:1] != "#")}
 
 
 def _poll(check, seconds: float = 10.0) -> None:
@@ -145,6 +152,10 @@ def test_the_daemon_folds_committed_spans_by_itself_and_runs_answers_throughout(
         _poll(lambda: sql(daemon.url, "SELECT model_calls FROM kept_runs") == [{"model_calls": 4}])
         assert sql(daemon.url, "SELECT count(*) AS n FROM spans WHERE commit_seq > "
                                "(SELECT watermark FROM runs_fold)") == [{"n": 0}]
+        # The second fold merged the parts of the commit it held in memory; the first (at open) built the tables.
+        metrics = _metrics(daemon.url)
+        assert metrics["lousho_folds_from_memory_total"] >= 1
+        assert metrics["lousho_fold_spans_total"] == 4 and metrics["lousho_fold_tail_spans"] == 0
     finally:
         assert daemon.stop() == 0
 

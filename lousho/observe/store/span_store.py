@@ -24,7 +24,7 @@ from lousho.observe.decode import otlp_native
 from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded
 from lousho.observe.errors import ObserveError, StoreCorrupt, StoreDiskFull, StoreMissing, StoreUnwritable
 from lousho.observe.runs import runs_table
-from lousho.observe.runs.runs_fold import RunsFold
+from lousho.observe.runs.runs_fold import FoldStats, RunsFold
 from lousho.observe.store import local_window, schema, store_compaction, store_damage
 from lousho.observe.store.recent_keys import DEFAULT_CAPACITY, RecentKeys, first_occurrences
 
@@ -55,12 +55,9 @@ _RESERVED_CATALOGS = frozenset({"memory", "system", "temp", "main"})
 RESUME_FREE_BYTES = 8 * 1024 * 1024
 
 _SPAN_TYPES: dict[str, pa.DataType] = {
-    "key_hi": pa.uint64(),
-    "key_lo": pa.uint64(),
-    "start_ns": pa.int64(),
-    "end_ns": pa.int64(),
-    "input_tokens": pa.int64(),
-    "output_tokens": pa.int64(),
+    "key_hi": pa.uint64(), "key_lo": pa.uint64(),
+    "start_ns": pa.int64(), "end_ns": pa.int64(),
+    "input_tokens": pa.int64(), "output_tokens": pa.int64(),
     "cost_usd": pa.float64(),
     "probe": pa.bool_(),
     "cache_read_tokens": pa.int64(),
@@ -340,7 +337,7 @@ class SpanStore:
         except duckdb.Error as e:
             self._note_damage(e)
             raise
-        self._fold.committed(spans.num_rows or scores.num_rows)
+        self._fold.committed(spans.num_rows or scores.num_rows, self._commit_seq, (spans, scores))
 
     @property
     def compaction_due(self) -> bool:
@@ -408,6 +405,9 @@ class SpanStore:
     def fold(self) -> int:
         """Fold everything committed now; returns the spans folded."""
         return self._fold.fold_now()
+
+    def fold_stats(self) -> FoldStats:
+        return self._fold.stats()
 
     def recover(self) -> bool:
         """After a full disk: True once the store takes writes again (``disk_full`` is cleared).

@@ -37,16 +37,11 @@ from lousho.observe.decode.otlp_decode import BadPayload, Checked, Decoded
 from lousho.observe.errors import StoreCorrupt, StoreDiskFull
 from lousho.observe.metrics import Metrics
 from lousho.observe.store import faults
+from lousho.observe.store import writer_upkeep as upkeep
 from lousho.observe.store.span_store import ArrowBatch, SpanStore, arrow_batch
 from lousho.observe.store.spool import KIND_JSON, KIND_PROTOBUF, Record, Spool, default_capacity
 from lousho.observe.store.store_damage import is_corruption, is_disk_full, is_out_of_memory
-from lousho.observe.store.writer_upkeep import (
-    CHECKPOINT_EVERY_BYTES,
-    CHECKPOINT_SPOOL_FRACTION,
-    COMPACT_EVERY_S,
-    RECOVER_EVERY_S,
-    LoaderUpkeep,
-)
+from lousho.observe.store.writer_upkeep import LoaderUpkeep
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +135,7 @@ class Writer(LoaderUpkeep):
         max_batch_spans: int = MAX_BATCH_SPANS,
         load_interval_s: float = LOAD_INTERVAL_S,
         commit_delay: float = 0.0,
-        compact_every_s: float = COMPACT_EVERY_S,
+        compact_every_s: float = upkeep.COMPACT_EVERY_S,
         nice: int = 0,
     ) -> None:
         self._store = store
@@ -188,6 +183,7 @@ class Writer(LoaderUpkeep):
         metrics.queue_capacity_bytes = capacity_bytes
         metrics.lag_now = lambda: self.lag_seconds
         metrics.spool_bytes_now = lambda: self._spool.bytes
+        metrics.fold_now = store.fold_stats
         metrics.spool_capacity_bytes = self._spool.capacity
         metrics.add(spans_duplicate=store.compacted_at_open,  # copies a previous run left, removed at open
                     spool_replayed=len(self._spool.replay), spool_damaged_segments=self._spool.damaged_segments)
@@ -417,8 +413,8 @@ class Writer(LoaderUpkeep):
         nbytes = sum(item.record.length for item in items)
         self._since_checkpoint += nbytes
         self._committed_since_compaction = True
-        unreleased = self._spool.bytes > CHECKPOINT_SPOOL_FRACTION * self._spool.capacity
-        if (idle and self._since_checkpoint >= CHECKPOINT_EVERY_BYTES) or unreleased:
+        unreleased = self._spool.bytes > upkeep.CHECKPOINT_SPOOL_FRACTION * self._spool.capacity
+        if (idle and self._since_checkpoint >= upkeep.CHECKPOINT_EVERY_BYTES) or unreleased:
             # Under load a fold is always running: the spool's room cannot wait for an idle moment.
             self._checkpoint(wait=unreleased)
         if idle and time.monotonic() - self._compacted_at >= self._compact_every_s:
@@ -530,7 +526,7 @@ class Writer(LoaderUpkeep):
             if is_transient(e):
                 logger.warning("loading %d requests failed; retrying: %s", len(items), e)
                 self._put_back(items)
-                time.sleep(RECOVER_EVERY_S)
+                time.sleep(upkeep.RECOVER_EVERY_S)
                 return False
             # One request the store cannot take must not block the others it was grouped with: each alone.
             logger.warning("loading %d requests together failed; loading one by one", len(items))

@@ -44,31 +44,12 @@ class _TimedConnection:
         finally:
             self._seconds[" ".join(" ".join(sql.split()).split(" ", 5)[:5])] += time.perf_counter() - started
 
-    def register(self, name: str, table) -> None:
-        self._con.register(name, table)
-
-    def unregister(self, name: str) -> None:
-        self._con.unregister(name)
-
 
 def _fold_timed(store: span_store.SpanStore, seconds: collections.Counter) -> None:
     # The store's fold, on its own connection and under its lock, with each statement timed.
     fold = store._fold  # noqa: SLF001 - a benchmark looking inside on purpose
-    tail_parts = getattr(fold, "_tail_parts", None)  # absent before the parts were made in memory
     with fold.lock:
-        if tail_parts is None:
-            runs_table.fold(_TimedConnection(fold._con, seconds))  # noqa: SLF001
-            return
-
-        def timed_parts(*args):
-            started = time.perf_counter()
-            try:
-                return tail_parts(*args)
-            finally:
-                seconds["the tail's parts made in memory"] += time.perf_counter() - started
-
-        runs_table.fold(_TimedConnection(fold._con, seconds), timed_parts)  # noqa: SLF001
-        fold._let_go()  # noqa: SLF001
+        runs_table.fold(_TimedConnection(fold._con, seconds))  # noqa: SLF001
 
 
 def _converter():

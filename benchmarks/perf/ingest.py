@@ -491,7 +491,6 @@ def run_lousho(args: argparse.Namespace, repeat: int, workdir: Path) -> dict[str
         "folded_s": folded_s,
         "folded_spans_per_s": stored / folded_s,
         "folds": metrics.get("lousho_folds_total", 0.0),
-        "folds_from_memory": metrics.get("lousho_folds_from_memory_total", 0.0),
         "acked_spans_per_s": load.spans_ok / load.elapsed_s,
         "load_lag_p50_s": lag[0.5],
         "load_lag_p99_s": lag[0.99],
@@ -811,8 +810,7 @@ def print_report(doc: dict[str, Any]) -> None:
               f"({r['spans_acked']:,} in {r['elapsed_s']:.1f} s), committed {r['stored_spans_per_s']:>9,.0f} spans/s "
               f"({r['spans_stored']:,} queryable {r['committed_s']:.1f} s after the start"
               f"{'' if r['caught_up'] else ', NOT caught up'}; {r['loaded_at_last_ack']:,.0f} loaded at the last ack), "
-              f"folded {r['folded_spans_per_s']:,.0f} spans/s ({r['folded_s']:.1f} s, {r['folds']:.0f} folds, "
-              f"{r['folds_from_memory']:.0f} from memory)"
+              f"folded {r['folded_spans_per_s']:,.0f} spans/s ({r['folded_s']:.1f} s, {r['folds']:.0f} folds)"
               f"  ack p50 {r['ack_p50_ms']:.1f} ms p99 {r['ack_p99_ms']:.1f} ms  load lag p99 <= "
               f"{r['load_lag_p99_s']:g} s  503s {r['refused_503']}  "
               f"RSS {r['daemon_peak_rss_mib']:.0f} MiB  load {r['load_1m']:.2f}")

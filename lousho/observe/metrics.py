@@ -213,11 +213,6 @@ class Metrics:
             rows += [("lousho_folds_total", "counter", "folds of committed spans into the kept runs", fold.folds),
                      ("lousho_fold_spans_total", "counter", "spans folded into the kept runs", fold.folded_spans),
                      ("lousho_fold_seconds_sum", "counter", "time spent folding", round(fold.fold_seconds, 6)),
-                     ("lousho_folds_from_memory_total", "counter",
-                      "folds that merged parts made from the commits in memory (the others read their tail back)",
-                      fold.folds_from_memory),
-                     ("lousho_fold_held_bytes", "gauge", "committed rows held in memory for the next fold",
-                      fold.held_bytes),
                      ("lousho_fold_tail_spans", "gauge", "spans committed and not folded yet", fold.tail_spans)]
         capped = memory_cap.cap()
         if capped is not None:

@@ -14,12 +14,6 @@ write different tables, so neither conflicts), releasing the GIL while it works.
 
 Until a fold, queries over ``runs`` merge the tail in (runs_table.py), so how often it runs changes
 their cost, never their answer.
-
-The fold does not read the tail's spans back: the store hands each commit's rows (Arrow, as the loader decoded,
-refined and de-duplicated them) to ``committed``, and the fold makes the tail's per-trace and per-run parts from
-them in memory (batch_parts.py), one row per run part, which it merges with the kept ones. It reads the spans
-only when it does not hold the whole tail: after a restart (the tail committed before it), past
-``HELD_MAX_BYTES`` (an overloaded fold's tail), or if a copy of a span got into the tail.
 """
 
 from __future__ import annotations
@@ -30,12 +24,9 @@ import time
 from dataclasses import dataclass
 
 import duckdb
-import pyarrow as pa
 
 from lousho.kernel import cpu_priority
 from lousho.observe.runs import runs_table
-from lousho.observe.runs.batch_parts import SCORE_INPUTS, BatchParts, batch_parts
-from lousho.observe.runs.runs_parts import SPAN_INPUTS
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +40,6 @@ MAX_TAIL_SPANS = 50_000
 REST_RATIO = 3.0
 # Fold after this long without a commit: the writer is idle, so the fold takes no time from an ack.
 IDLE_SECONDS = 0.1
-# The most bytes of committed rows held for the next fold. Past it they are let go and that fold reads the tail
-# back from the store, as after a restart: a fold far behind (a run on every span, more than the machine folds)
-# must not hold the backlog in memory. The loads between two folds under load are 20,000-50,000 spans, 5-60 MiB.
-HELD_MAX_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -62,9 +49,7 @@ class FoldStats:
     folds: int
     folded_spans: int
     fold_seconds: float
-    folds_from_memory: int  # folds that merged parts made from the commits in memory, not read back
-    held_bytes: int  # committed rows held for the next fold
-    tail_spans: int  # committed and not folded yet (at most: counted at commit, cleared as a fold begins)
+    tail_spans: int  # committed and not folded yet (counted at commit, cleared as a fold begins)
 
 
 class RunsFold:
@@ -90,32 +75,17 @@ class RunsFold:
         self._closing = False
         self._failures = 0
         self._thread: threading.Thread | None = None
-        # Each commit's rows until a fold takes them: commit number -> (spans, scores).
-        self._held: dict[int, tuple[pa.Table, pa.Table]] = {}
-        self._held_bytes = 0
-        self.folds_from_memory = 0
 
     def start(self, nice: int = 0) -> None:
         """Fold in a thread of its own; ``nice``: how far below the request path it runs (cpu_priority.py)."""
         self._thread = threading.Thread(target=self._run, args=(nice,), name="lousho-runs-fold", daemon=True)
         self._thread.start()
 
-    def committed(self, spans: int, commit_seq: int | None = None, rows: tuple[pa.Table, pa.Table] | None = None,
-                  ) -> None:
-        """Called after each commit with the rows it inserted (spans, or 1 for scores alone), and with its
-        number and those rows (spans and scores, as inserted) for the fold to make their parts in memory."""
+    def committed(self, spans: int) -> None:
+        """Called after each commit with the rows it inserted (spans, or 1 for scores alone)."""
         if not spans:
             return
         with self._cond:
-            if rows is not None and commit_seq is not None:
-                # Only the columns the parts read: the rest of the load's buffers go when the loader lets go.
-                rows = (rows[0].select(SPAN_INPUTS), rows[1].select(SCORE_INPUTS))
-                nbytes = rows[0].nbytes + rows[1].nbytes
-                if self._held_bytes + nbytes > HELD_MAX_BYTES:
-                    self._held.clear()  # the next fold reads its tail from the store
-                    self._held_bytes = 0
-                self._held[commit_seq] = rows
-                self._held_bytes += nbytes
             self._pending += spans
             self._last_commit = time.monotonic()
             self._cond.notify()
@@ -126,8 +96,7 @@ class RunsFold:
             self._pending = 0
         with self.lock:
             started = time.perf_counter()
-            folded = runs_table.fold(self._con, self._tail_parts)
-            self._let_go()
+            folded = runs_table.fold(self._con)
             took = time.perf_counter() - started
             if folded:
                 self.folds += 1
@@ -139,26 +108,7 @@ class RunsFold:
 
     def stats(self) -> FoldStats:
         with self._cond:
-            return FoldStats(self.folds, self.folded_spans, self.fold_seconds, self.folds_from_memory,
-                             self._held_bytes, self._pending)
-
-    def _tail_parts(self, watermark: int, high: int, spans: int, scores: int) -> BatchParts | None:
-        """The parts of the commits above ``watermark`` up to ``high``, if the rows held are all of theirs."""
-        with self._cond:
-            rows = [held for seq, held in sorted(self._held.items()) if watermark < seq <= high]
-        if sum(r[0].num_rows for r in rows) != spans or sum(r[1].num_rows for r in rows) != scores or not rows:
-            return None
-        parts = batch_parts(pa.concat_tables([r[0] for r in rows]), pa.concat_tables([r[1] for r in rows]))
-        self.folds_from_memory += 1
-        return parts
-
-    def _let_go(self) -> None:
-        """Drop the rows of the commits folded now."""
-        watermark = self._con.execute("SELECT watermark FROM runs_fold").fetchall()[0][0]
-        with self._cond:
-            for seq in [seq for seq in self._held if seq <= watermark]:
-                spans, scores = self._held.pop(seq)
-                self._held_bytes -= spans.nbytes + scores.nbytes
+            return FoldStats(self.folds, self.folded_spans, self.fold_seconds, self._pending)
 
     def stop(self) -> None:
         """Stop the thread (a fold under way finishes first)."""

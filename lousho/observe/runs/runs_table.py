@@ -21,13 +21,11 @@ would count twice; the primary key rules that out today.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
 
 from lousho.observe.runs import runs_parts as p
-from lousho.observe.runs.batch_parts import BatchParts
 from lousho.observe.runs.runs_view import RUN_AGGREGATE, model_calls
 from lousho.observe.runs.sessions_view import sessions_select
 from lousho.observe.runs.span_key_sql import halves
@@ -216,18 +214,10 @@ _WRITE_FOLD = (
 )
 
 
-# What the fold asks its caller for the tail's parts: (watermark, high, spans, scores) -> the parts of the rows
-# committed above ``watermark`` up to ``high`` if it holds those rows, ``spans`` and ``scores`` of them; else None.
-TailParts = Callable[[int, int, int, int], BatchParts | None]
-
-
-def fold(con: duckdb.DuckDBPyConnection, tail_parts: TailParts | None = None) -> int:
+def fold(con: duckdb.DuckDBPyConnection) -> int:
     """Fold the committed spans and scores above the watermark into the kept tables and advance it, in
     one transaction on ``con`` (a cursor of its own: the writer's commits go on meanwhile). Returns the
-    number of spans folded.
-
-    ``tail_parts``: the tail's partial aggregates made from the loads in memory (batch_parts.py, runs_fold.py),
-    merged with the kept parts in place of reading the tail's spans back and aggregating them here."""
+    number of spans folded."""
     con.execute("BEGIN")
     try:
         watermark = con.execute("SELECT watermark FROM runs_fold").fetchall()[0][0]
@@ -236,7 +226,7 @@ def fold(con: duckdb.DuckDBPyConnection, tail_parts: TailParts | None = None) ->
         if high is None:
             con.execute("COMMIT")
             return 0
-        folded = _build(con) if watermark < 0 else _fold_tail(con, watermark, high, tail_parts)
+        folded = _build(con) if watermark < 0 else _fold_tail(con, watermark)
         # Rows above ``high`` committed after this transaction began: the next fold takes them.
         con.execute("UPDATE runs_fold SET watermark = ?", [high])
         for statement in views(high):
@@ -308,34 +298,16 @@ def _copy_kept(con: duckdb.DuckDBPyConnection, copy: _KeptCopy) -> int:
     return found
 
 
-# The steps the tail's parts made in memory stand for, and the relations holding those parts.
-_FROM_PARTS = {"tail_spans": None, "tail_scores": None, "tail_trace": "tail_trace_batch",
-               "tail_attempt": "tail_attempt_batch"}
-
-
-def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int, high: int, tail_parts: TailParts | None) -> int:
+def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int) -> int:
     """The views' steps over the tail as temporary tables, then written into the kept tables."""
     names: list[tuple[str, str]] = []  # (kind, name): what to drop at the end
     found: dict[str, int] = {}
     # The tail is read distinct by span key (a copy that got past the writer's filter counts once), which
     # costs a hash of every column read; with no two rows of one key, as almost always, a plain read is the same.
-    spans, repeated = con.execute(f"SELECT count(*), count(*) - count(DISTINCT ({halves()})) FROM spans "
-                                  f"WHERE commit_seq > {int(watermark)}").fetchall()[0]
-    parts = None
-    if tail_parts is not None and not repeated:
-        scores = con.execute(f"SELECT count(*) FROM scores WHERE commit_seq > {int(watermark)}").fetchall()[0][0]
-        parts = tail_parts(watermark, high, int(spans), int(scores))
-    registered: list[str] = []
-    if parts is not None:
-        for relation, table in (("tail_trace_batch", parts.trace), ("tail_attempt_batch", parts.attempt)):
-            con.register(relation, table)
-            registered.append(relation)
+    repeated = con.execute(f"SELECT count(*) - count(DISTINCT ({halves()})) FROM spans "
+                           f"WHERE commit_seq > {int(watermark)}").fetchall()[0][0]
     try:
         for name, sql, _ in _STEPS:
-            if parts is not None and name in _FROM_PARTS:
-                if _FROM_PARTS[name] is None:
-                    continue
-                sql = f"SELECT * FROM {_FROM_PARTS[name]}"
             if name == "tail_spans" and not repeated:
                 sql = sql.replace(_DISTINCT_SPANS, "SELECT ", 1)
             for copy in _KEPT_COPIES:
@@ -344,7 +316,7 @@ def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int, high: int, tail_p
                     found[copy.name] = _copy_kept(con, copy)
                 if name in copy.read_by:
                     sql = sql.replace(copy.table, copy.name)
-            kind = "VIEW" if parts is not None and name in _FROM_PARTS else "TABLE"
+            kind = "TABLE"
             if name in _AS_THEY_ARE and not found[_AS_THEY_ARE[name][0]]:
                 kind, sql = "VIEW", _AS_THEY_ARE[name][1]
             names.append((kind, name))
@@ -352,8 +324,7 @@ def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int, high: int, tail_p
         for name, sql in _BEFORE_WRITE:
             names.append(("TABLE", name))
             con.execute(f"CREATE TEMP TABLE {name} AS {sql}")
-        folded = int(spans) if parts is not None else int(
-            con.execute("SELECT count(*) FROM tail_spans").fetchall()[0][0])
+        folded = int(con.execute("SELECT count(*) FROM tail_spans").fetchall()[0][0])
         for statement in _WRITE_FOLD:
             if statement in _SKIP_WITHOUT and not found[_SKIP_WITHOUT[statement]]:
                 continue
@@ -361,8 +332,6 @@ def _fold_tail(con: duckdb.DuckDBPyConnection, watermark: int, high: int, tail_p
     finally:
         for kind, name in reversed(names):
             con.execute(f"DROP {kind} IF EXISTS temp.{name}")
-        for relation in registered:
-            con.unregister(relation)
     return folded
 
 

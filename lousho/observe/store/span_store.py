@@ -337,7 +337,7 @@ class SpanStore:
         except duckdb.Error as e:
             self._note_damage(e)
             raise
-        self._fold.committed(spans.num_rows or scores.num_rows, self._commit_seq, (spans, scores))
+        self._fold.committed(spans.num_rows or scores.num_rows)
 
     @property
     def compaction_due(self) -> bool:

@@ -213,7 +213,8 @@ class Metrics:
             rows += [("lousho_folds_total", "counter", "folds of committed spans into the kept runs", fold.folds),
                      ("lousho_fold_spans_total", "counter", "spans folded into the kept runs", fold.folded_spans),
                      ("lousho_fold_seconds_sum", "counter", "time spent folding", round(fold.fold_seconds, 6)),
-                     ("lousho_fold_tail_spans", "gauge", "spans committed and not folded yet", fold.tail_spans)]
+                     ("lousho_fold_tail_spans", "gauge", "spans committed and not yet taken by a fold",
+                      fold.tail_spans)]
         capped = memory_cap.cap()
         if capped is not None:
             rows += [("lousho_memory_cap_bytes", "gauge", "writable memory the daemon's process may map (--memory-cap)",

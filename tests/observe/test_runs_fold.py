@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import random
 import time
-import urllib.request
 
 import pytest
-from daemon_support import post, sql
+from daemon_support import metric, post, sql
 from otlp_bodies import chat_span, new_ids, request
 from runs_data import assert_kept_tables_match_the_view, assert_runs_match_the_view, in_requests, random_store, unfolded
 
 from lousho.observe.client.process import start_daemon
 from lousho.observe.runs.runs_fold import RunsFold
 from lousho.observe.store.span_store import SpanStore
-
-
-def _metrics(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
-        lines = response.read().decode().splitlines()
-    return {name: float(value) for name, _, value in (line.partition(" ") for line in lines if line[:1] != "#")}
 
 
 def _poll(check, seconds: float = 10.0) -> None:
@@ -153,9 +146,9 @@ def test_the_daemon_folds_committed_spans_by_itself_and_runs_answers_throughout(
         assert sql(daemon.url, "SELECT count(*) AS n FROM spans WHERE commit_seq > "
                                "(SELECT watermark FROM runs_fold)") == [{"n": 0}]
         # /metrics says what the fold did: every span folded, in at least two folds, nothing left in the tail.
-        metrics = _metrics(daemon.url)
-        assert metrics["lousho_folds_total"] >= 2 and metrics["lousho_fold_seconds_sum"] > 0
-        assert metrics["lousho_fold_spans_total"] == 4 and metrics["lousho_fold_tail_spans"] == 0
+        assert metric(daemon.url, "lousho_folds_total") >= 2 and metric(daemon.url, "lousho_fold_seconds_sum") > 0
+        assert metric(daemon.url, "lousho_fold_spans_total") == 4
+        assert metric(daemon.url, "lousho_fold_tail_spans") == 0
     finally:
         assert daemon.stop() == 0
 

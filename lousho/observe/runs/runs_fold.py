@@ -49,7 +49,7 @@ class FoldStats:
     folds: int
     folded_spans: int
     fold_seconds: float
-    tail_spans: int  # committed and not folded yet (counted at commit, cleared as a fold begins)
+    tail_spans: int  # committed and not yet taken by a fold (counted at commit, cleared as a fold begins)
 
 
 class RunsFold:

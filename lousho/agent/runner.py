@@ -48,6 +48,7 @@ def open_agent(setup: AgentSetup, environ: dict[str, str], store: RunStore | Non
     directory = agent_directory.load(setup.agent_dir)
     own_store = store is None
     run_store = store if store is not None else open_store(setup.store_url)
+    client = setup.model.client(environ)  # connects on first use: nothing to close if instrumenting fails
     provider = None
     if setup.observe_url:
         from lousho.observe.client.export import instrument
@@ -55,10 +56,11 @@ def open_agent(setup: AgentSetup, environ: dict[str, str], store: RunStore | Non
         provider = instrument(directory.name, setup.observe_url, token=setup.observe_token,
                               batch=setup.batch_export)
     try:
-        yield Agent(directory, setup.model.client(environ), run_store, model_name=setup.model.model,
+        yield Agent(directory, client, run_store, model_name=setup.model.model,
                     tracer_provider=provider, check=load_check(setup.check_path), hooks=directory.hooks,
                     lease_seconds=setup.lease_seconds)
     finally:
+        client.close()
         if provider is not None:
             provider.shutdown()
         if own_store:

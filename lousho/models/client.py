@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import urllib.parse
+import weakref
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
@@ -45,6 +46,7 @@ class ChatClient:
         self.endpoint = self._parts._replace(netloc=_host_port(self._parts), query="").geturl().rstrip("/")
         self.endpoint += "/chat/completions"
         self._sdk: Any = None
+        self._closer: weakref.finalize | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -91,14 +93,19 @@ class ChatClient:
     def close(self) -> None:
         """Close the pooled connections (a later call opens new ones)."""
         with self._lock:
-            sdk, self._sdk = self._sdk, None
-        if sdk is not None:
-            sdk.close()
+            self._sdk, closer, self._closer = None, self._closer, None
+        if closer is not None:
+            closer()
 
     def _client(self) -> Any:
         with self._lock:
             if self._sdk is None:
                 self._sdk = _sdk_client(self._parts, self._api_key, self.timeout)
+                # A client nobody closed closes its connections when it is collected. Without this, one collected
+                # in a reference cycle left the order to the collector, which could finalize a pooled socket
+                # before the SDK's own clean-up closed it ("ResourceWarning: unclosed socket"). The finalizer
+                # holds the SDK, so its sockets are never part of that cycle, and runs before any finalizer in it.
+                self._closer = weakref.finalize(self, self._sdk.close)
             return self._sdk
 
 

@@ -56,3 +56,16 @@ def test_no_module_builds_http_requests_to_a_model_by_hand() -> None:
                      if any(marker in p.read_text(encoding="utf-8") for marker in raw))
     assert by_hand == ["observe/client/store_client.py"]
     assert "import openai" in (root / "models" / "client.py").read_text(encoding="utf-8")
+
+
+def test_a_client_nobody_closed_closes_its_connections_when_it_is_collected(raw_server: RawServer) -> None:
+    import gc
+
+    raw_server.answer(200, COMPLETION)
+    client = ChatClient(raw_server.url, "m")
+    client.complete(user("hi"))
+    sdk = client._client()  # the SDK's HTTP client, held here past the ChatClient
+    client.itself = client  # collected only by the cycle collector, in whatever order it finalizes
+    del client
+    gc.collect()
+    assert sdk.is_closed()

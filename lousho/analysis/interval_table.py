@@ -73,6 +73,7 @@ def coverage(n: int, reps: int, sticky: float | None, seed: int = 0, truth: floa
     return Coverage(float(hits[0] / reps), float(hits[1] / reps), reps)
 
 
+@lru_cache(maxsize=256)  # the page and the tests ask for each cell more than once
 def exact_independent(n: int, truth: float) -> float:
     """The interval's coverage of ``truth`` on ``n`` independent runs, exactly: over every count of passes, each
     run its own cluster (what ``pass_rates`` has with no session and no case), weighted by its binomial

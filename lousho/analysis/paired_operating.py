@@ -62,12 +62,18 @@ def _laws(totals: Int, runs: int) -> tuple[NDArray[np.float64], Int, Int]:
     kind = np.minimum(totals, 2 * runs - totals)
     shift = np.maximum(totals - runs, 0).sum(axis=1)
     bins = runs + 1
-    offsets = kind + bins * np.arange(kind.shape[0])[:, None]
-    counts = np.bincount(offsets.ravel(), minlength=bins * kind.shape[0]).reshape(-1, bins)
     radix = kind.shape[1] + 1
-    codes = counts[:, 1:] @ (radix ** np.arange(bins - 1, dtype=np.float64))  # exact below 2**53
-    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    keys = counts[first, 1:].astype(float)
+    if radix ** bins < 2**63:
+        # A row's multiset of kinds as one number, its count of kind k the digit k in base cases + 1: a third
+        # of the time of counting kinds per row first, and the counts are needed only for the distinct laws.
+        codes = (radix ** np.arange(bins, dtype=np.int64))[kind].sum(axis=1)
+        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        keys = np.stack([(kind[first] == k).sum(axis=1) for k in range(1, bins)], axis=1).astype(float)
+    else:  # too many cases for a code in 64 bits: the rows of counts themselves
+        offsets = kind + bins * np.arange(kind.shape[0])[:, None]
+        counts = np.bincount(offsets.ravel(), minlength=bins * kind.shape[0]).reshape(-1, bins)
+        unique, inverse = np.unique(counts[:, 1:], axis=0, return_inverse=True)
+        keys = unique.astype(float)
     width = runs * kind.shape[1] + 1
     size = 1 << max(int(width - 1).bit_length(), 1)
     logs = _log_spectra(runs, size)

@@ -73,7 +73,6 @@ def coverage(n: int, reps: int, sticky: float | None, seed: int = 0, truth: floa
     return Coverage(float(hits[0] / reps), float(hits[1] / reps), reps)
 
 
-@lru_cache(maxsize=256)  # the page and the tests ask for each cell more than once
 def exact_independent(n: int, truth: float) -> float:
     """The interval's coverage of ``truth`` on ``n`` independent runs, exactly: over every count of passes, each
     run its own cluster (what ``pass_rates`` has with no session and no case), weighted by its binomial
@@ -99,7 +98,8 @@ def rows(reps: int, runs: tuple[int, ...] = RUNS) -> list[tuple[str, float, list
     for label, sticky in TRAFFIC:
         for truth in RATES:
             if sticky is None:
-                cells = [Coverage(exact_independent(n, truth), exact_independent(n, truth), 0) for n in runs]
+                # With each run its own cluster the interval is Wilson's: one exact coverage is both columns.
+                cells = [Coverage(exact, exact, 0) for exact in (exact_independent(n, truth) for n in runs)]
             else:
                 cells = [coverage(n, reps, sticky, seed(n, truth), truth) for n in runs]
             out.append((label, truth, cells))

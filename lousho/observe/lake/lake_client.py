@@ -10,6 +10,7 @@ sends to any server), never in the ``ATTACH`` text a query could read back.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,9 @@ OUTAGE_KINDS = frozenset({"IOException", "ConnectionException", "OSError", "File
 # connection whose peer vanished, fails rather than waits forever (the URL may set its own).
 LIBPQ_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
                   "keepalives_count": "3"}
+# The passfile's private directory: this prefix, the pid of the process that wrote it, mkdtemp's random part.
+_PASSFILE_PREFIX = "lousho-lake-"
+_PASSFILE_DIR = re.compile(rf"{_PASSFILE_PREFIX}([0-9]+)-[^/]+")
 # Where ``lousho lake setup`` builds the lake's environment by default.
 DEFAULT_VENV = Path.home() / ".local" / "share" / "lousho" / "lake-venv"
 WORKER = Path(__file__).with_name("lake_worker.py")
@@ -108,10 +112,13 @@ def passfile_text(params: dict[str, str], password: str) -> str:
                    for h, p in zip(hosts, ports, strict=False))
 
 
-def write_passfile(text: str) -> Path:
-    """``text`` in a new private directory (0700), the file 0600 as libpq requires; removed with the directory by
-    ``remove_passfile`` when the lake's process stops."""
-    directory = Path(tempfile.mkdtemp(prefix="lousho-lake-"))
+def write_passfile(text: str, root: Path | None = None) -> Path:
+    """``text`` in a new private directory (0700) under ``root`` (the temporary directory), the file 0600 as libpq
+    requires; removed with the directory by ``remove_passfile`` when the lake's process stops. The directory is
+    named for this process, so that the next to write one removes it if this process was killed first
+    (``remove_stale_passfiles``)."""
+    remove_stale_passfiles(root)
+    directory = Path(tempfile.mkdtemp(prefix=f"{_PASSFILE_PREFIX}{os.getpid()}-", dir=root))
     path = directory / "pgpass"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -122,6 +129,34 @@ def write_passfile(text: str) -> Path:
 def remove_passfile(path: Path | None) -> None:
     if path is not None:
         shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def remove_stale_passfiles(root: Path | None = None) -> int:
+    """Remove this user's passfile directories under ``root`` (the temporary directory) whose process is gone: a
+    daemon killed with SIGKILL cannot remove its own, and each held a catalog password. Returns how many."""
+    removed = 0
+    for entry in Path(root or tempfile.gettempdir()).glob(f"{_PASSFILE_PREFIX}*"):
+        named = _PASSFILE_DIR.fullmatch(entry.name)
+        try:
+            if not named or not entry.is_dir() or entry.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue  # gone meanwhile
+        if not _alive(int(named.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a reused pid keeps a stale directory until that process ends too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def lake_python(configured: str | None = None) -> str:

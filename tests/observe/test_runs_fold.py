@@ -1,5 +1,6 @@
-"""The kept runs are folded on a thread of their own, off the ack path: once the writer idles, once the tail
-passes its bound, at close and at the next open; a commit never waits for a fold."""
+"""The kept runs are folded on a thread of their own, off the ack path: once the writer idles with a tail worth
+folding, once the tail passes its bound or is a few seconds old, at close and at the next open; a commit never
+waits for a fold."""
 
 from __future__ import annotations
 
@@ -41,14 +42,82 @@ def test_each_commit_gets_the_next_commit_seq_and_it_survives_a_restart(tmp_path
 
 def test_the_fold_thread_folds_once_the_writer_idles(tmp_path):
     spans, scores = random_store(5)
-    store = SpanStore(tmp_path / "s.duckdb")
-    con = store.reader()
-    for part in in_requests(random.Random(5), spans, scores, count=4):
-        store.append([part])
-    _poll(lambda: unfolded(con) == 0)
-    assert_kept_tables_match_the_view(con)
-    assert_runs_match_the_view(con)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    # A tail of any size is worth folding here, and none is old enough to be folded for its age.
+    fold = RunsFold(store.reader(), small_tail_spans=1, tail_wait_seconds=3600)
+    fold.start()
+    try:
+        con = store.reader()
+        for part in in_requests(random.Random(5), spans, scores, count=4):
+            store.append([part])
+            fold.committed(part.span_count)
+        _poll(lambda: unfolded(con) == 0)
+        assert_kept_tables_match_the_view(con)
+        assert_runs_match_the_view(con)
+    finally:
+        fold.stop()
     store.close()
+
+
+def test_a_small_tail_is_folded_when_it_is_old_not_at_every_idle_moment(tmp_path):
+    """A fold costs about 0.17 s however few spans it takes: an agent exporting each span as it ends would
+    otherwise have one after every span."""
+    spans, scores = random_store(6, traces=4)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    fold = RunsFold(store.reader(), idle_seconds=0.01, small_tail_spans=len(spans) + 1, tail_wait_seconds=1.0)
+    fold.start()
+    try:
+        con = store.reader()
+        committed = time.monotonic()
+        for part in in_requests(random.Random(6), spans, scores, count=3):
+            store.append([part])
+            fold.committed(part.span_count)
+        time.sleep(0.5)  # idle fifty times over
+        assert fold.folds == 0
+        assert_runs_match_the_view(con)  # the tail is in every answer meanwhile
+        _poll(lambda: fold.folds == 1)
+        assert time.monotonic() - committed >= 1.0 and unfolded(con) == 0
+        assert_kept_tables_match_the_view(con)
+    finally:
+        fold.stop()
+    store.close()
+
+
+def test_a_trickle_that_never_idles_is_folded_once_its_tail_is_old(tmp_path):
+    spans, scores = random_store(8, traces=30)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    # Never idle long enough, never a tail past the load bounds: only the tail's age folds it.
+    fold = RunsFold(store.reader(), idle_seconds=3600, tail_spans=10**9, max_tail_spans=10**9,
+                    tail_wait_seconds=0.3)
+    fold.start()
+    try:
+        con = store.reader()
+        for part in in_requests(random.Random(8), spans, scores, count=20):
+            store.append([part])
+            fold.committed(part.span_count)
+            time.sleep(0.05)
+        assert fold.folds >= 1  # within the second of commits
+        assert_runs_match_the_view(con)
+    finally:
+        fold.stop()
+    store.close()
+
+
+def test_a_fold_that_fails_is_retried_later_and_later_not_in_a_loop(tmp_path, caplog):
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    broken = store.reader()
+    broken.close()  # every fold on it fails
+    fold = RunsFold(broken, idle_seconds=0.05, tail_wait_seconds=0.05, max_tail_spans=1)
+    fold.start()
+    try:
+        fold.committed(10)  # past every bound at once
+        time.sleep(1.0)
+    finally:
+        fold.stop()
+    store.close()
+    failures = [r for r in caplog.records if r.getMessage() == "folding the kept runs failed"]
+    # 0.1, 0.2, 0.4 s apart: at most about four tries in the second, where a loop makes thousands.
+    assert 1 <= len(failures) <= 5, len(failures)
 
 
 def test_the_fold_thread_folds_a_tail_past_its_bound_without_waiting_for_idle(tmp_path):
@@ -149,6 +218,19 @@ def test_the_daemon_folds_committed_spans_by_itself_and_runs_answers_throughout(
         assert metric(daemon.url, "lousho_folds_total") >= 2 and metric(daemon.url, "lousho_fold_seconds_sum") > 0
         assert metric(daemon.url, "lousho_fold_spans_total") == 4
         assert metric(daemon.url, "lousho_fold_tail_spans") == 0
+        # A trickle, each span a request of its own as an agent exporting spans as they end sends them: folded
+        # once its tail is two seconds old (runs_fold.TAIL_WAIT_SECONDS), not after each request.
+        folds = metric(daemon.url, "lousho_folds_total")
+        for _ in range(10):
+            span = chat_span(*new_ids(), **{"lousho.run.id": "trickled-run"})
+            assert post(daemon.url, "/v1/traces", request([span]).SerializeToString(), "application/x-protobuf"
+                        ).status == 200
+            time.sleep(0.15)
+        _poll(lambda: sql(daemon.url, "SELECT count(*) AS n FROM spans WHERE commit_seq > "
+                                      "(SELECT watermark FROM runs_fold)") == [{"n": 0}])
+        assert metric(daemon.url, "lousho_folds_total") - folds <= 2
+        assert sql(daemon.url, "SELECT model_calls FROM kept_runs WHERE run_id = 'trickled-run'") == [
+            {"model_calls": 10}]
     finally:
         assert daemon.stop() == 0
 

@@ -1,10 +1,15 @@
 """When the kept runs are folded (runs_table.fold): on a thread of its own, never on the ack path.
 
 The writer's commits only append spans; the store tells this thread how many each commit inserted
-(``committed``). The thread folds once the writer has committed nothing for ``idle_seconds``, or, under
-load, once the tail (committed, not folded) reaches ``tail_spans`` and the thread has rested
-``rest_ratio`` times as long as its last fold took, or at once when the tail reaches ``max_tail_spans``;
-the store folds synchronously at open and close.
+(``committed``). The thread folds once the writer has committed nothing for ``idle_seconds`` and the tail
+(committed, not folded) holds ``small_tail_spans``; under load, once the tail reaches ``tail_spans`` and the
+thread has rested ``rest_ratio`` times as long as its last fold took; a tail of any size once its first commit is
+``tail_wait_seconds`` old and the thread has rested; and at once when the tail reaches ``max_tail_spans``. The
+store folds synchronously at open and close.
+
+A fold costs about 0.17 s however few spans it takes (it makes the views again), where a query over ``runs`` pays
+about 10 ms more for a tail of a hundred spans than for none. Folded at every idle moment, an agent exporting each
+span as it ends (lousho's own agent does) had the daemon fold after every span: a sixth of a core for one agent.
 
 The rest bounds the fold's share of the machine under load (a fold costs more as the kept tables grow: a
 session's row is made again from all its runs), and lets the tail grow instead: one fold of more spans
@@ -40,6 +45,12 @@ MAX_TAIL_SPANS = 50_000
 REST_RATIO = 3.0
 # Fold after this long without a commit: the writer is idle, so the fold takes no time from an ack.
 IDLE_SECONDS = 0.1
+# A tail smaller than this is not folded at idle until its first commit is TAIL_WAIT_SECONDS old: a fold costs
+# more than the queries of a few seconds pay for a small tail.
+SMALL_TAIL_SPANS = 2_000
+# Fold any tail this old once the thread has rested: what a query recomputes stays seconds of traffic, however
+# slow the traffic and however rarely the writer idles.
+TAIL_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -58,7 +69,8 @@ class RunsFold:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, *, tail_spans: int = TAIL_SPANS,
                  max_tail_spans: int = MAX_TAIL_SPANS, rest_ratio: float = REST_RATIO,
-                 idle_seconds: float = IDLE_SECONDS) -> None:
+                 idle_seconds: float = IDLE_SECONDS, small_tail_spans: int = SMALL_TAIL_SPANS,
+                 tail_wait_seconds: float = TAIL_WAIT_SECONDS) -> None:
         self.lock = threading.Lock()
         self.folds = 0
         self.folded_spans = 0
@@ -68,10 +80,14 @@ class RunsFold:
         self._max_tail = max(tail_spans, max_tail_spans)
         self._rest_ratio = rest_ratio
         self._idle = idle_seconds
+        self._small_tail = small_tail_spans
+        self._tail_wait = tail_wait_seconds
         self._rested_at = 0.0  # when the last fold ended plus its rest: monotonic seconds
         self._cond = threading.Condition()
         self._pending = 0  # spans committed since the last fold began
+        self._first_commit = 0.0  # when the first of them was committed
         self._last_commit = 0.0
+        self._retry_at = 0.0  # after a failed fold: none before this
         self._closing = False
         self._failures = 0
         self._thread: threading.Thread | None = None
@@ -86,8 +102,11 @@ class RunsFold:
         if not spans:
             return
         with self._cond:
+            now = time.monotonic()
+            if not self._pending:
+                self._first_commit = now
             self._pending += spans
-            self._last_commit = time.monotonic()
+            self._last_commit = now
             self._cond.notify()
 
     def fold_now(self) -> int:
@@ -121,22 +140,21 @@ class RunsFold:
     def _due(self) -> bool:
         """Wait (holding ``_cond``) until a fold is due or the store closes; False on close."""
         while not self._closing:
-            if self._pending >= self._max_tail:
-                return True
             if not self._pending:
                 self._cond.wait()
                 continue
             now = time.monotonic()
-            quiet = now - self._last_commit
-            if quiet >= self._idle:
-                return True
-            resting = self._rested_at - now
-            if self._pending >= self._tail_spans and resting <= 0:
-                return True
-            # Each commit wakes this anyway; otherwise wake when the writer counts as idle, or the rest ends.
-            wait = self._idle - quiet
+            # When each rule has a fold due; each commit wakes this anyway. After a failure, none before the retry.
+            due = [max(self._first_commit + self._tail_wait, self._rested_at)]
+            if self._pending >= self._max_tail:
+                due.append(now)
+            if self._pending >= self._small_tail:
+                due.append(self._last_commit + self._idle)
             if self._pending >= self._tail_spans:
-                wait = min(wait, resting)
+                due.append(self._rested_at)
+            wait = max(min(due), self._retry_at) - now
+            if wait <= 0:
+                return True
             self._cond.wait(wait)
         return False
 
@@ -154,6 +172,6 @@ class RunsFold:
                 with self._cond:
                     # Retry later and later (a damaged store fails every time), not in a loop.
                     self._pending = max(self._pending, 1)
-                    self._last_commit = time.monotonic() + min(30.0, self._idle * 2**self._failures)
+                    self._retry_at = time.monotonic() + min(30.0, self._idle * 2**self._failures)
             else:
                 self._failures = 0

@@ -50,8 +50,8 @@ def run_untagged_agent(daemon_url: str) -> list[str]:
     tracer = provider.get_tracer("weather-agent")
     asked = []
     try:
-        with ScriptedModelServer(respond) as model:
-            client = OpenAI(base_url=model.url, api_key="sk-demo", max_retries=0)
+        with (ScriptedModelServer(respond) as model,
+              OpenAI(base_url=model.url, api_key="sk-demo", max_retries=0) as client):
             for system in PROMPTS:
                 for city in CITIES:
                     question = f"What is the weather in {city}?"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import openai
@@ -26,9 +26,12 @@ CALLS = [("call_1", "lookup_order", '{"order_id": "A-1"}'), ("call_2", "refund",
 
 
 @pytest.fixture(name="sdk")
-def sdk_fixture(server: ScriptedModelServer) -> openai.OpenAI:
-    # One request per call, as the chat client makes: a fault must reach the test, not the SDK's retries.
-    return openai.OpenAI(base_url=server.url, api_key="sk-test", max_retries=0, timeout=10)
+def sdk_fixture(server: ScriptedModelServer) -> Iterator[openai.OpenAI]:
+    # One request per call, as the chat client makes: a fault must reach the test, not the SDK's retries. Closed
+    # when the test ends: left to the collector, its pooled sockets could be finalized before the pool, and the
+    # warning fail whichever later test the collector happened to run in.
+    with openai.OpenAI(base_url=server.url, api_key="sk-test", max_retries=0, timeout=10) as sdk:
+        yield sdk
 
 
 def user(text: str) -> list[dict[str, str]]:

@@ -13,9 +13,9 @@ APT := flock /tmp/lousho-apt.lock env DEBIAN_FRONTEND=noninteractive sh -c
 PIP_NO_COMPILE := --no-compile
 # Compile the environment at $(1) (and the sources $(2)) to bytecode, on every core. Python would compile a module
 # when first imported, but where PYTHONDONTWRITEBYTECODE is set (as on CI machines) it never writes the result, and
-# every process compiles what it imports again: a daemon's start took 1.5 s of CPU instead of 0.55 s, and the
-# suite, which starts hundreds of processes, a third more CPU (tests/observe/test_dedup.py and test_cli.py: 68 s
-# against 45 s). A module that does not compile is left to Python, as pip leaves it.
+# every process compiles what it imports again: the daemon's imports took 1.5 s of CPU instead of 0.55 s, and the
+# suite, which starts hundreds of processes, a quarter more (1,507 s of user CPU against 1,222 s; docs/performance.md,
+# "The test suite"). A module that does not compile is left to Python, as pip leaves it.
 compile_venv = $(1)/bin/python -m compileall -qq -j0 $(1)/lib $(2) >/dev/null || \
 	echo "some modules of $(1) did not compile to bytecode; Python compiles them when they are imported"
 # A venv at $(1), installing python3-venv first where Debian leaves it out.

@@ -9,7 +9,8 @@ store folds synchronously at open and close.
 
 A fold costs about 0.17 s however few spans it takes (it makes the views again), where a query over ``runs`` pays
 about 10 ms more for a tail of a hundred spans than for none. Folded at every idle moment, an agent exporting each
-span as it ends (lousho's own agent does) had the daemon fold after every span: a sixth of a core for one agent.
+span as it ends (lousho's own agent does) had the daemon fold after nearly every span: five spans a second kept a
+core busy (benchmarks/perf/trickle.py).
 
 The rest bounds the fold's share of the machine under load (a fold costs more as the kept tables grow: a
 session's row is made again from all its runs), and lets the tail grow instead: one fold of more spans

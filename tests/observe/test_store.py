@@ -38,6 +38,37 @@ def test_reopening_applies_no_migration_twice_and_keeps_data(tmp_path):
     store.close()
 
 
+def _kept_indexes(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [name for (name,) in con.execute(
+        "SELECT index_name FROM duckdb_indexes() WHERE table_name IN ('kept_runs', 'kept_sessions')").fetchall()]
+
+
+def test_the_kept_runs_lose_the_indexes_an_older_store_made_and_keep_their_rows(tmp_path):
+    # An index on the kept runs cost a tenth of each fold (their upkeep at its commit): a new store makes none,
+    # and a store that ran the migrations which made them drops them.
+    path = tmp_path / "s.duckdb"
+    store = SpanStore(path)
+    assert _kept_indexes(store.reader()) == []
+    trace, root = new_ids()
+    span = run_root(trace, root, "run-1", start=NS)
+    span.attributes.append(kv("gen_ai.conversation.id", "conv-1"))
+    store.append([decode_request(request([span]))])
+    assert store.fold() == 1
+    store.close()
+    con = duckdb.connect(str(path))
+    con.execute("CREATE INDEX kept_runs_run_id ON kept_runs (run_id)")
+    con.execute("CREATE INDEX kept_sessions_session_id ON kept_sessions (session_id)")
+    con.execute("DELETE FROM lousho_schema WHERE version = ?", [schema.SCHEMA_VERSION])
+    con.close()
+    store = SpanStore(path)
+    reader = store.reader()
+    assert schema.current_version(reader) == schema.SCHEMA_VERSION
+    assert _kept_indexes(reader) == []
+    assert reader.execute("SELECT run_id FROM runs").fetchall() == [("run-1",)]
+    assert reader.execute("SELECT session_id, turns FROM sessions").fetchall() == [("conv-1", 1)]
+    store.close()
+
+
 def test_a_store_from_a_newer_lousho_is_refused_with_a_clear_error(tmp_path):
     path = tmp_path / "s.duckdb"
     SpanStore(path).close()

@@ -353,15 +353,14 @@ def _build(con: duckdb.DuckDBPyConnection) -> int:
 
 # --- the schema -----------------------------------------------------------------------------------------
 
-# The parts have no key nor index: the fold finds what it replaces by hash joins with the tail, and an index
-# would only cost at each insert.
+# No kept table has a key or an index: the fold finds what it replaces by hash joins with the tail. The indexes
+# the kept runs and sessions had cost 1.9 µs of a fold's 25 µs a span when every span is a run (their upkeep at
+# the commit), and saved 12 ms of a 67 ms lookup of one run among a million (docs/performance.md).
 _CREATE_KEPT = (
     p.create_table("run_trace_parts", p.TRACE_KEYS, p.TRACE_PARTS, ", prior_run_id VARCHAR, implicit_run_id VARCHAR"),
     p.create_table("run_attempt_parts", p.ATTEMPT_KEYS, p.ATTEMPT_PARTS),
     f"CREATE TABLE kept_runs AS SELECT * FROM ({runs_from_parts()}) LIMIT 0",
     f"CREATE TABLE kept_sessions AS SELECT * FROM ({sessions_select('kept_runs')}) LIMIT 0",
-    "CREATE INDEX kept_runs_run_id ON kept_runs (run_id)",
-    "CREATE INDEX kept_sessions_session_id ON kept_sessions (session_id)",
     # -1: nothing folded yet; the store's first fold builds everything (``_build``).
     "CREATE TABLE runs_fold (watermark BIGINT NOT NULL)",
     "INSERT INTO runs_fold VALUES (-1)",

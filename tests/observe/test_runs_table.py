@@ -20,6 +20,7 @@ from runs_data import (
 )
 
 from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS
+from lousho.observe.runs import runs_table
 from lousho.observe.store import schema
 from lousho.observe.store.span_store import SCORE_SCHEMA, SPAN_SCHEMA, SpanStore
 
@@ -43,6 +44,43 @@ def test_runs_over_requests_in_any_order_equal_the_view_at_every_fold_point(tmp_
     store.fold()
     assert_kept_tables_match_the_view(con)
     store.close()
+
+
+@pytest.mark.parametrize("share", [0.0, float("inf")], ids=["keys-of-one-row-apart", "all-aggregated"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_fold_answers_the_view_whichever_way_it_aggregates_its_tail(tmp_path, monkeypatch, share, seed):
+    # The fold takes the keys of one row apart when the tail's shape favours it (runs_table.one_apart_steps):
+    # forced one way and the other over the same random spans, both give the view's answer.
+    monkeypatch.setattr(runs_table, "ONE_APART_SHARE", share)
+    spans, scores = random_store(100 + seed)
+    rng = random.Random(seed)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    con = store.reader()
+    for number, request in enumerate(in_requests(rng, spans, scores, count=rng.randint(4, 8))):
+        store.append([request])
+        if number:  # the first fold builds the kept tables whole; the later ones fold a tail
+            store.fold()
+            assert_kept_tables_match_the_view(con)
+    assert_runs_match_the_view(con)
+    store.close()
+
+
+def test_the_fold_takes_the_keys_of_one_row_apart_when_most_keys_have_one(tmp_path):
+    con = duckdb.connect()
+    con.execute("CREATE TEMP TABLE tail_spans (trace_id VARCHAR, run_id VARCHAR)")
+    # a run on every span: each trace and each attempt one row
+    con.execute("INSERT INTO tail_spans SELECT 't' || i, 'r' || i FROM range(100) t(i)")
+    assert runs_table.one_apart_steps(con) == {"tail_trace", "tail_attempt"}
+    # traces of four spans, the root alone carrying the run id
+    con.execute("DELETE FROM tail_spans")
+    con.execute("INSERT INTO tail_spans "
+                "SELECT 't' || (i // 4), CASE WHEN i % 4 = 0 THEN 'r' || i END FROM range(400) t(i)")
+    assert runs_table.one_apart_steps(con) == {"tail_attempt"}
+    # every span of a trace carrying its run id
+    con.execute("UPDATE tail_spans SET run_id = 'r-' || trace_id")
+    assert runs_table.one_apart_steps(con) == set()
+    con.execute("DELETE FROM tail_spans")
+    assert runs_table.one_apart_steps(con) == set()
 
 
 def test_runs_in_one_group_commit_equal_the_view_before_and_after_the_fold(tmp_path):

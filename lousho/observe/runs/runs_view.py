@@ -169,7 +169,7 @@ WITH candidates AS (
 # The run from its attempts: the CTEs ``attempt`` (one row per run and trace), ``per_trace`` and
 # ``verdict`` (one row per trace) in, one row per run out. The kept runs (runs_table.py) feed it the
 # same CTEs from their partial aggregates.
-RUN_AGGREGATE = """run AS (
+_RUN = """run AS (
     SELECT a.*, t.* EXCLUDE (trace_id),
         CASE WHEN a.implicit THEN t.first_input_text ELSE a.input END AS run_input,
         CASE WHEN a.implicit THEN t.last_output_text ELSE a.output END AS run_output,
@@ -183,8 +183,8 @@ RUN_AGGREGATE = """run AS (
     FROM attempt a
     JOIN per_trace t USING (trace_id)
     LEFT JOIN verdict v USING (trace_id)
-), run_rows AS (
-SELECT
+)"""
+_RUN_ROW = """
     run_id,
     arg_max(coalesce(agent_name, first_agent, agent_hint, service_name), start_ns) AS agent,
     coalesce(arg_max(harness_revision, start_ns), 'auto:' || arg_max(run_print, start_ns)) AS harness_revision,
@@ -227,12 +227,66 @@ SELECT
                 ELSE 'tagged' END
         WHEN arg_max(run_print, start_ns) IS NOT NULL THEN 'derived' ELSE 'none' END AS revision_source,
     sum(CASE WHEN run_status = 'ERROR' THEN 0 ELSE error_spans END)::BIGINT AS handled_errors
-FROM run
-GROUP BY run_id
-)
+"""
+# ``_RUN_ROW`` over a run of one attempt, without aggregating: each aggregate of one row is that row's value
+# (``arg_max``'s key, ``start_ns``, is never NULL; ``flatten`` of a NULL list is ``[]``, as of the list of one).
+_ONE_ATTEMPT_ROW = """
+    run_id,
+    coalesce(agent_name, first_agent, agent_hint, service_name) AS agent,
+    coalesce(harness_revision, 'auto:' || run_print) AS harness_revision,
+    coalesce(case_id, CASE WHEN implicit AND run_input IS NOT NULL
+        THEN 'input:' || md5(lower(regexp_replace(trim(run_input), '\\s+', ' ', 'g'))) END) AS case_id,
+    coalesce(conversation_id, first_conversation_id) AS conversation_id,
+    run_kind,
+    1::BIGINT AS attempts,
+    make_timestamp(start_ns // 1000) AS started_at,
+    make_timestamp(end_ns // 1000) AS ended_at,
+    (end_ns - start_ns) / 1e9 AS duration_s,
+    CASE WHEN run_status = 'ERROR' THEN 'error' ELSE 'ok' END AS status,
+    coalesce(error_type, last_error_type) AS error_type,
+    coalesce(status_message, last_error_message) AS error_message,
+    run_input AS input,
+    run_output AS output,
+    input_tokens::BIGINT AS input_tokens,
+    output_tokens::BIGINT AS output_tokens,
+    cost_usd,
+    model_calls::BIGINT AS model_calls,
+    tool_calls::BIGINT AS tool_calls,
+    first_model AS model,
+    trace_passed AS passed,
+    coalesce(probe, false) AS probe,
+    healed_from,
+    traffic_arm,
+    trace_id AS last_trace_id,
+    start_ns AS started_ns,
+    first_provider AS provider,
+    cache_read_tokens::BIGINT AS cache_read_tokens,
+    cache_creation_tokens::BIGINT AS cache_creation_tokens,
+    reasoning_tokens::BIGINT AS reasoning_tokens,
+    CASE WHEN reported_costs > 0 AND priced_costs > 0 THEN 'mixed'
+        WHEN reported_costs > 0 THEN 'reported'
+        WHEN priced_costs > 0 THEN 'price-table' END AS cost_source,
+    list_sort(list_distinct(flatten([skills]))) AS skills,
+    implicit,
+    CASE WHEN harness_revision IS NOT NULL THEN
+            CASE WHEN harness_revision = version_revision THEN 'version' ELSE 'tagged' END
+        WHEN run_print IS NOT NULL THEN 'derived' ELSE 'none' END AS revision_source,
+    (CASE WHEN run_status = 'ERROR' THEN 0 ELSE error_spans END)::BIGINT AS handled_errors
+"""
+_RUN_COLUMNS = """
 SELECT * REPLACE ({error_type} AS error_type, CASE WHEN status = 'error' THEN error_message END AS error_message)
 FROM run_rows
 """.replace("{error_type}", _error_type("error_type", "error_message", "status"))
+RUN_AGGREGATE = f"{_RUN}, run_rows AS (\nSELECT{_RUN_ROW}FROM run\nGROUP BY run_id\n){_RUN_COLUMNS}"
+# The same rows with each run of one attempt (nearly every run) taken as it is: aggregating some forty columns of
+# every run was two thirds of what the kept runs' fold spent making them (runs_table.py).
+RUN_AGGREGATE_ONE_ATTEMPT_APART = f"""{_RUN}, several AS (
+    SELECT run_id FROM attempt GROUP BY run_id HAVING count(*) > 1
+), run_rows AS (
+    SELECT {_ONE_ATTEMPT_ROW} FROM run WHERE run_id NOT IN (SELECT run_id FROM several)
+    UNION ALL
+    SELECT {_RUN_ROW} FROM run WHERE run_id IN (SELECT run_id FROM several) GROUP BY run_id
+){_RUN_COLUMNS}"""
 
 
 def runs_select(run_filter: str = "") -> str:

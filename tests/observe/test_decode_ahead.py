@@ -45,3 +45,27 @@ def test_decoding_ahead_of_a_slow_store_stays_within_its_window(tmp_path):
         store.gate.set()
         writer.close(30)
         store.close()
+
+
+def test_bodies_kept_on_disk_only_are_read_back_and_decoded_ahead_too(tmp_path):
+    # Past the memory budget a body is spilled: only the spool holds it. Near the loader it is read back and
+    # decoded ahead like the others, not by the loader between its inserts.
+    store = GatedStore(tmp_path / "s.duckdb")
+    trace_id = new_ids()[0]
+    body = request([chat_span(trace_id, new_ids()[1]) for _ in range(SPANS)]).SerializeToString()
+    metrics = Metrics()
+    writer = Writer(store, metrics, capacity_bytes=4 * len(body), spool_bytes=1 << 30)
+    try:
+        for _ in range(REQUESTS):
+            writer.submit(otlp_native.check_protobuf(body), len(body), body).result(10)
+        assert metrics.spool_spilled > REQUESTS // 2
+        items, spans = _decoded_ahead(writer)
+        assert items > 4  # more than the bodies the budget kept in memory
+        assert spans <= WINDOW_SPANS, f"{items} requests decoded ahead"
+        store.gate.set()
+        assert writer.wait_loaded(60) == 0
+        assert store.reader().execute("SELECT count(*) FROM spans").fetchone()[0] == SPANS
+    finally:
+        store.gate.set()
+        writer.close(30)
+        store.close()

@@ -238,9 +238,11 @@ class Writer(LoaderUpkeep):
         accepted = _Accepted(payload, checked.span_count)
         return self._spool.append(body, kind, accepted)  # type: ignore[return-value]
 
-    def _decodes_ahead(self, batch: _Payload, position: int) -> bool:
-        """Whether a body ``position`` spans behind the loader is decoded now: under load, within the window."""
-        return (isinstance(batch, bytes) and len(batch) < DECODE_LATE_BYTES
+    def _decodes_ahead(self, batch: _Payload, record: Record, position: int) -> bool:
+        """Whether a body ``position`` spans behind the loader is decoded now: under load, within the window. A body
+        kept on disk only (spilled past the memory budget, or replayed) is read back for it as well: the loader
+        decoding those itself, one after the other between its inserts, was a quarter of its time in a burst."""
+        return ((batch is None or isinstance(batch, bytes)) and record.length < DECODE_LATE_BYTES
                 and DECODE_AHEAD_SPANS <= self._queued_spans
                 and position < DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans)
 
@@ -252,9 +254,12 @@ class Writer(LoaderUpkeep):
         for item in self._queue:
             if position >= DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans:
                 return
-            if self._decodes_ahead(item.batch, position):
-                item.batch = self._decoder.submit(self._decode, item.batch, item.record.kind)
+            if self._decodes_ahead(item.batch, item.record, position):
+                item.batch = self._decoder.submit(self._decode_ahead, item.batch, item.record)
             position += item.spans
+
+    def _decode_ahead(self, body: bytes | None, record: Record) -> ArrowBatch:
+        return self._decode(self._spool.read(record) if body is None else body, record.kind)
 
     def _decode(self, body: bytes, kind: int) -> ArrowBatch:
         decode = self._decode_json if kind == KIND_JSON else self._decode_protobuf
@@ -271,8 +276,8 @@ class Writer(LoaderUpkeep):
                         batch.cancel()
                     batch, nbytes = None, 0  # memory is spent: the loader reads this one back from disk
                     self._metrics.add(spool_spilled=1)
-                if self._decodes_ahead(batch, self._queued_spans):
-                    batch = self._decoder.submit(self._decode, batch, record.kind)  # type: ignore[arg-type]
+                if self._decodes_ahead(batch, record, self._queued_spans):
+                    batch = self._decoder.submit(self._decode_ahead, batch, record)
                 self._queue.append(_Item(record, batch, nbytes, accepted.spans))
                 self._queued_bytes += nbytes
                 self._queued_spans += accepted.spans

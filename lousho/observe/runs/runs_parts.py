@@ -188,8 +188,8 @@ def _one_row(part: Part) -> list[str]:
 
 def batch_one_apart(keys: list[str], parts: tuple[Part, ...], source: str, where: str = "true") -> str:
     """``batch``, with the keys that have a single row taken as they are: the aggregates of one row are its
-    values. It pays when most keys have one row: with a run on every span, it took a third off the fold's
-    aggregation of the tail; over traces of several spans it cost a quarter more (runs_table.ONE_APART_SHARE)."""
+    values. It pays when most keys have one row: with a run on every span it took a third to a half off the fold's
+    aggregations of the tail; over traces of several spans it cost them a quarter more (runs_table.ONE_APART_SHARE)."""
     key_list = ", ".join(keys)
     ones = [*keys, *(f"{expr} AS {name}" for part in parts
                      for expr, (name, _) in zip(_one_row(part), columns(part), strict=True))]

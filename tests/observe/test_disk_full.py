@@ -15,10 +15,13 @@ import grpc
 import pytest
 from daemon_support import get, metric, post, sql
 from disk_support import fill_disk, tmpfs
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from otlp_bodies import chat_span, new_ids, request
 
 from lousho.observe.client.process import start_daemon
-from lousho.observe.store.span_store import open_read_only
+from lousho.observe.decode.otlp_decode import decode_request
+from lousho.observe.errors import StoreDiskFull
+from lousho.observe.store.span_store import SpanStore, open_read_only
 
 PROTOBUF = "application/x-protobuf"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -57,6 +60,27 @@ def _spool_empties(url: str) -> None:
     while metric(url, "lousho_spool_bytes") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert metric(url, "lousho_spool_bytes") == 0
+
+
+def test_a_checkpoint_that_found_the_disk_full_is_recovered_from_by_opening_the_store_again(small_disk):
+    # A checkpoint that finds no room invalidates the database with an I/O error, not a fatal one, and a bare
+    # SELECT 1 still answers on it. Taken as usable, the store declared itself recovered and failed its next
+    # commit, again and again (the daemon's disk-full count climbed while it flapped).
+    store = SpanStore(small_disk / "s.duckdb", fold_thread=False)
+    try:
+        body, ids = _body(spans=40, value_bytes=2000)
+        store.append([decode_request(ExportTraceServiceRequest.FromString(body))])
+        fill_disk(small_disk / "ballast", leave=0)
+        with pytest.raises(StoreDiskFull):
+            store.checkpoint(wait=True)
+        (small_disk / "ballast").unlink()
+        assert store.recover()
+        more, more_ids = _body(spans=5, value_bytes=200)
+        assert store.append([decode_request(ExportTraceServiceRequest.FromString(more))]).inserted == 5
+        stored = {row[0] for row in store.reader().execute("SELECT span_id FROM spans").fetchall()}
+        assert stored == set(ids) | set(more_ids)
+    finally:
+        store.close()
 
 
 @pytest.mark.system

@@ -439,7 +439,7 @@ class SpanStore:
 
     def _usable(self) -> bool:
         try:
-            self._con.execute("SELECT 1").fetchall()
+            self._con.execute(_SPOOL_POSITION).fetchall()  # a table: an invalidated database answers SELECT 1
         except duckdb.Error:
             return False
         return True
@@ -490,7 +490,9 @@ class SpanStore:
         """On a corruption-class error: remember it, tell ``on_damage``, raise it coded. On a full disk:
         remember that (and whether DuckDB invalidated the database), raise StoreDiskFull."""
         if store_damage.is_disk_full(error):
-            self._invalidated = self._invalidated or isinstance(error, duckdb.FatalException)
+            # A checkpoint that found no room invalidates the database with an I/O error that says so, not a fatal one.
+            self._invalidated = (self._invalidated or isinstance(error, duckdb.FatalException)
+                                 or "invalidated" in str(error))
             self.disk_full = store_damage.disk_full(self.path, error)
             raise self.disk_full from error
         if store_damage.is_out_of_memory(error):

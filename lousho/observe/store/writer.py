@@ -239,9 +239,8 @@ class Writer(LoaderUpkeep):
         return self._spool.append(body, kind, accepted)  # type: ignore[return-value]
 
     def _decodes_ahead(self, batch: _Payload, record: Record, position: int) -> bool:
-        """Whether a body ``position`` spans behind the loader is decoded now: under load, within the window. A body
-        kept on disk only (spilled past the memory budget, or replayed) is read back for it as well: the loader
-        decoding those itself, one after the other between its inserts, was a quarter of its time in a burst."""
+        """Whether a body ``position`` spans behind the loader is decoded now: under load, within the window; one
+        kept on disk only (spilled, or replayed) is read back for it, not left to the loader between its inserts."""
         return ((batch is None or isinstance(batch, bytes)) and record.length < DECODE_LATE_BYTES
                 and DECODE_AHEAD_SPANS <= self._queued_spans
                 and position < DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans)
@@ -255,15 +254,13 @@ class Writer(LoaderUpkeep):
             if position >= DECODE_AHEAD_WINDOW_LOADS * self._max_batch_spans:
                 return
             if self._decodes_ahead(item.batch, item.record, position):
-                item.batch = self._decoder.submit(self._decode_ahead, item.batch, item.record)
+                item.batch = self._decoder.submit(self._decode, item.batch, item.record)
             position += item.spans
 
-    def _decode_ahead(self, body: bytes | None, record: Record) -> ArrowBatch:
-        return self._decode(self._spool.read(record) if body is None else body, record.kind)
-
-    def _decode(self, body: bytes, kind: int) -> ArrowBatch:
-        decode = self._decode_json if kind == KIND_JSON else self._decode_protobuf
-        return arrow_batch(decode(body), consume=True)
+    def _decode(self, body: bytes | None, record: Record) -> ArrowBatch:
+        """``record``'s rows from its ``body``, or from the spool when it is kept on disk only (None)."""
+        decode = self._decode_json if record.kind == KIND_JSON else self._decode_protobuf
+        return arrow_batch(decode(self._spool.read(record) if body is None else body), consume=True)
 
     def _durable(self, records: list[tuple[Record, _Accepted]]) -> None:
         """From the spool's thread, after a sync and before the acks: queue the records for loading."""
@@ -276,13 +273,10 @@ class Writer(LoaderUpkeep):
                         batch.cancel()
                     batch, nbytes = None, 0  # memory is spent: the loader reads this one back from disk
                     self._metrics.add(spool_spilled=1)
-                # Its place counts the load under way (the queue holds it until it is committed), so in a burst
-                # with a load's worth queued, what is acked waits for the loader's next take to be decoded. Placed
-                # after that load, the burst's bodies went to the decode thread as they came, and its decoding
-                # (holding the GIL) cut what was accepted from 160,000-177,000 to 141,000-151,000 spans/s for
-                # 8% more committed (benchmarks/perf/ingest.py, alternated).
+                # Its place counts the load under way (queued until committed): placed after it, a burst's bodies
+                # were decoded (holding the GIL) as they came, and acceptance fell a tenth (docs/performance.md).
                 if self._decodes_ahead(batch, record, self._queued_spans):
-                    batch = self._decoder.submit(self._decode_ahead, batch, record)
+                    batch = self._decoder.submit(self._decode, batch, record)
                 self._queue.append(_Item(record, batch, nbytes, accepted.spans))
                 self._queued_bytes += nbytes
                 self._queued_spans += accepted.spans
@@ -507,8 +501,7 @@ class Writer(LoaderUpkeep):
                 logger.warning("decoding spool record %d ahead failed (%r); decoding it again", item.record.seq, e)
                 item.batch = None  # counted as the future was (an estimate): the queue's sums stay right
         try:
-            body = item.batch if isinstance(item.batch, bytes) else self._spool.read(item.record)
-            return self._decode(body, item.record.kind)
+            return self._decode(item.batch if isinstance(item.batch, bytes) else None, item.record)
         except (OSError, ValueError, BadPayload) as e:
             # A record the spool synced and its check accepted cannot fail here but for damage to the
             # file; it is counted and skipped rather than block every record behind it.

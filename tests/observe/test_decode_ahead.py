@@ -26,6 +26,12 @@ def _decoded_ahead(writer: Writer) -> tuple[int, int]:
     return len(ahead), sum(item.spans for item in ahead)
 
 
+def _everything_loads_once_the_gate_opens(store: GatedStore, writer: Writer) -> None:
+    store.gate.set()
+    assert writer.wait_loaded(60) == 0
+    assert store.reader().execute("SELECT count(*) FROM spans").fetchone()[0] == SPANS
+
+
 def test_decoding_ahead_of_a_slow_store_stays_within_its_window(tmp_path):
     store = GatedStore(tmp_path / "s.duckdb")
     writer = Writer(store, Metrics(), capacity_bytes=1 << 30, spool_bytes=1 << 30)
@@ -38,9 +44,7 @@ def test_decoding_ahead_of_a_slow_store_stays_within_its_window(tmp_path):
         assert items > 0  # under load it does decode ahead
         assert items < REQUESTS // 2  # and not the whole queue
         assert spans <= WINDOW_SPANS, f"{items} requests decoded ahead"
-        store.gate.set()
-        assert writer.wait_loaded(60) == 0
-        assert store.reader().execute("SELECT count(*) FROM spans").fetchone()[0] == SPANS
+        _everything_loads_once_the_gate_opens(store, writer)
     finally:
         store.gate.set()
         writer.close(30)
@@ -62,9 +66,7 @@ def test_bodies_kept_on_disk_only_are_read_back_and_decoded_ahead_too(tmp_path):
         items, spans = _decoded_ahead(writer)
         assert items > 4  # more than the bodies the budget kept in memory
         assert spans <= WINDOW_SPANS, f"{items} requests decoded ahead"
-        store.gate.set()
-        assert writer.wait_loaded(60) == 0
-        assert store.reader().execute("SELECT count(*) FROM spans").fetchone()[0] == SPANS
+        _everything_loads_once_the_gate_opens(store, writer)
     finally:
         store.gate.set()
         writer.close(30)

@@ -13,6 +13,7 @@ from otlp_bodies import chat_span, new_ids, request
 from runs_data import assert_kept_tables_match_the_view, assert_runs_match_the_view, in_requests, random_store, unfolded
 
 from lousho.observe.client.process import start_daemon
+from lousho.observe.decode.otlp_decode import Decoded
 from lousho.observe.runs.runs_fold import RunsFold
 from lousho.observe.store.span_store import SpanStore
 
@@ -22,6 +23,13 @@ def _poll(check, seconds: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "not within the deadline"
         time.sleep(0.02)
+
+
+def _commit(store: SpanStore, fold: RunsFold, part: Decoded, pause: float = 0.0) -> None:
+    """Append ``part`` and tell the fold, as the store's own commit does."""
+    store.append([part])
+    fold.committed(part.span_count)
+    time.sleep(pause)
 
 
 def test_each_commit_gets_the_next_commit_seq_and_it_survives_a_restart(tmp_path):
@@ -49,8 +57,7 @@ def test_the_fold_thread_folds_once_the_writer_idles(tmp_path):
     try:
         con = store.reader()
         for part in in_requests(random.Random(5), spans, scores, count=4):
-            store.append([part])
-            fold.committed(part.span_count)
+            _commit(store, fold, part)
         _poll(lambda: unfolded(con) == 0)
         assert_kept_tables_match_the_view(con)
         assert_runs_match_the_view(con)
@@ -70,8 +77,7 @@ def test_a_small_tail_is_folded_when_it_is_old_not_at_every_idle_moment(tmp_path
         con = store.reader()
         committed = time.monotonic()
         for part in in_requests(random.Random(6), spans, scores, count=3):
-            store.append([part])
-            fold.committed(part.span_count)
+            _commit(store, fold, part)
         time.sleep(0.5)  # idle fifty times over
         assert fold.folds == 0
         assert_runs_match_the_view(con)  # the tail is in every answer meanwhile
@@ -93,9 +99,7 @@ def test_a_trickle_that_never_idles_is_folded_once_its_tail_is_old(tmp_path):
     try:
         con = store.reader()
         for part in in_requests(random.Random(8), spans, scores, count=20):
-            store.append([part])
-            fold.committed(part.span_count)
-            time.sleep(0.05)
+            _commit(store, fold, part, pause=0.05)
         assert fold.folds >= 1  # within the second of commits
         assert_runs_match_the_view(con)
     finally:
@@ -129,8 +133,7 @@ def test_the_fold_thread_folds_a_tail_past_its_bound_without_waiting_for_idle(tm
         con = store.reader()
         requests = in_requests(random.Random(7), spans, scores, count=6)
         for part in requests:
-            store.append([part])
-            fold.committed(part.span_count)
+            _commit(store, fold, part)
         # Past the bound: folded although commits never paused for the (hour-long) idle time.
         _poll(lambda: fold.folds >= 1)
         assert unfolded(con) < len(spans) // 2

@@ -19,7 +19,7 @@ import duckdb
 
 from lousho.observe.decode.otlp_decode import SCORE_FIELDS, SPAN_FIELDS, Decoded, resource_key
 from lousho.observe.runs.runs_view import runs_select
-from lousho.observe.runs.sessions_view import sessions_select
+from lousho.observe.runs.sessions_view import picked_sessions_select, sessions_select
 
 EMPTY_RESOURCE = resource_key("{}")
 
@@ -123,7 +123,10 @@ def in_requests(rng: random.Random, spans: list[dict], scores: list[dict], count
 
 
 def rows_of(con: duckdb.DuckDBPyConnection, query: str, key: str) -> list[tuple]:
-    rows = con.execute(f"SELECT * FROM ({query}) ORDER BY {key}").fetchall()
+    return _rounded(con.execute(f"SELECT * FROM ({query}) ORDER BY {key}").fetchall())
+
+
+def _rounded(rows: list[tuple]) -> list[tuple]:
     # Sums of costs may add in another order: equal to the last bits that order can change.
     return [tuple(round(v, 9) if isinstance(v, float) and not math.isnan(v) else v for v in row) for row in rows]
 
@@ -144,10 +147,22 @@ def assert_runs_match_the_view(con: duckdb.DuckDBPyConnection) -> None:
         rows_of(con, sessions_select(f"({view})"), "session_id")
 
 
+def assert_picked_sessions_match_the_view(con: duckdb.DuckDBPyConnection) -> None:
+    """A page of sessions with their run ids, picked before the lists are made (as the page and ``lousho
+    sessions`` ask), is the view's page: the first, a middle and the last page of three, and one agent's first."""
+    order = "last_at DESC, session_id"
+    count = con.execute("SELECT count(*) FROM sessions").fetchall()[0][0]
+    for where, params, offsets in (("", [], {0, count // 2, max(count - 3, 0)}), ("WHERE agent = ?", ["coder"], {0})):
+        for offset in sorted(offsets):
+            picked = con.execute(picked_sessions_select("*", where, order), [*params, 3, offset]).fetchall()
+            assert _rounded(picked) == _rounded(con.execute(
+                f"SELECT * FROM sessions {where} ORDER BY {order} LIMIT 3 OFFSET ?", [*params, offset]).fetchall())
+
+
 def assert_kept_tables_match_the_view(con: duckdb.DuckDBPyConnection) -> None:
     """With nothing left unfolded, the kept tables alone are the view's answer."""
     assert unfolded(con) == 0
     view = runs_select()
     assert rows_of(con, "SELECT * FROM kept_runs", "run_id") == rows_of(con, view, "run_id")
     assert rows_of(con, "SELECT * FROM kept_sessions", "session_id") == \
-        rows_of(con, sessions_select(f"({view})"), "session_id")
+        rows_of(con, sessions_select(f"({view})", run_ids=False), "session_id")

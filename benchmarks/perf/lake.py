@@ -249,7 +249,7 @@ def query_part(args: argparse.Namespace, server: pg_support.PgServer, root: Path
     doc["lake_load"]["wall_s"] = time.perf_counter() - started
     doc["lake_spans"] = lake_count(target)
     doc["lake_files_before_upkeep"] = data_files(target)
-    ctx = {"run_id": store["sample_run_id"]}
+    ctx = {"run_id": store["sample_run_id"], "session_id": store["sample_session_id"]}
     local, busy = connect(path), Busy()
     try:
         doc["local"] = time_shapes(local, ctx, args.repeats, args.json, "local")

@@ -101,6 +101,9 @@ def refresh_derived(path: Path) -> bool:
         return False
     con = duckdb.connect(str(path))
     try:
+        # A new migration comes with a change of this SQL: applied here, a daemon opening the file later finds
+        # nothing to do, where it would otherwise fold the whole store again before it serves.
+        schema.migrate(con)
         con.execute("BEGIN")
         for statement in runs_table.REBUILD:
             con.execute(statement)
@@ -344,13 +347,15 @@ def describe_store(path: Path) -> dict[str, Any]:
             "SELECT count(*), count(*) FILTER (WHERE NOT passed) FROM scores").fetchall()[0]
         errored = con.execute(
             "SELECT count(*) FROM spans WHERE run_id IS NOT NULL AND status_code = 'ERROR'").fetchall()[0][0]
-        some_run = con.execute(
-            "SELECT run_id FROM spans WHERE run_id IS NOT NULL ORDER BY span_key LIMIT 1").fetchall()[0][0]
+        some_run, some_session = con.execute(
+            "SELECT run_id, conversation_id FROM spans WHERE run_id IS NOT NULL AND conversation_id IS NOT NULL "
+            "ORDER BY span_key LIMIT 1").fetchall()[0]
     finally:
         con.close()
     return {
         "spans": spans, "runs": roots, "scores": scores, "failed_scores": failed,
         "errored_runs": errored, "file_mib": path.stat().st_size / 2**20, "sample_run_id": some_run,
+        "sample_session_id": some_session,
     }
 
 
@@ -412,6 +417,20 @@ def _pass_rate(client: StoreClient, ctx: dict[str, Any]) -> int:
     return pass_rates(runs(client, common.AGENTS[0], columns=PASS_RATE_COLUMNS)).height
 
 
+def _page_sessions(client: StoreClient, ctx: dict[str, Any]) -> int:
+    """The page's sessions list (page.sessions.newest_sessions: newest 50)."""
+    from lousho.page.sessions import newest_sessions_query
+
+    return client.sql(*newest_sessions_query(None, 50)).height
+
+
+def _cli_sessions(client: StoreClient, ctx: dict[str, Any]) -> int:
+    """``lousho sessions``'s query (sessions_cli: newest 50, every run id of each)."""
+    from lousho.observe.client.sessions_cli import newest_sessions_query
+
+    return client.sql(*newest_sessions_query(None, 50)).height
+
+
 def _monitor(client: StoreClient, ctx: dict[str, Any]) -> int:
     """The regression trigger's poll of one agent (trigger/live_runs.LIVE_RUNS: its live revision's newest runs)."""
     from lousho.observe.trigger.live_runs import LIVE_RUNS
@@ -435,6 +454,10 @@ TIMINGS: list[Timing] = [
     Timing("i_monitor_poll", f"the regression trigger's poll of {common.AGENTS[0]!r}", _monitor),
     Timing("j_sessions", "the sessions table, fully aggregated",
            _sql("SELECT count(*), sum(turns), avg(pass_rate) FROM sessions")),
+    Timing("k_page_sessions", "the page's sessions list (newest 50, 20 run ids each)", _page_sessions),
+    Timing("l_cli_sessions", "`lousho sessions` (newest 50, every run id)", _cli_sessions),
+    Timing("m_one_session", "one session's run ids", _sql("SELECT run_ids FROM sessions WHERE session_id = ?",
+                                                         lambda ctx: [ctx["session_id"]])),
 ]
 
 
@@ -608,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
     generated = "" if generated_s is None else f", generated in {generated_s:.0f} s"
     common.say(args.json, f"store {path} ({store['spans']:,} spans, {store['runs']:,} runs, "
                f"{store['file_mib']:.0f} MiB){generated}")
-    ctx = {"run_id": store["sample_run_id"]}
+    ctx = {"run_id": store["sample_run_id"], "session_id": store["sample_session_id"]}
     doc: dict[str, Any] = {
         "benchmark": "query", "command": common.reproduce_command(), "store": store,
         "store_path": str(path), "generated_s": generated_s, "repeats": args.repeats,

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from runs_data import (
     assert_kept_tables_match_the_view,
+    assert_picked_sessions_match_the_view,
     assert_runs_match_the_view,
     decoded,
     in_requests,
@@ -43,6 +44,22 @@ def test_runs_over_requests_in_any_order_equal_the_view_at_every_fold_point(tmp_
             assert_runs_match_the_view(con)
     store.fold()
     assert_kept_tables_match_the_view(con)
+    store.close()
+
+
+def test_a_page_of_sessions_picked_before_its_run_ids_are_made_is_the_view_s_page(tmp_path):
+    # The page and ``lousho sessions`` pick their sessions, then make those sessions' run ids from ``runs``
+    # (sessions_view.picked_sessions_select): with a tail over kept sessions and without one, the view's page.
+    spans, scores = random_store(7)
+    rng = random.Random(7)
+    store = SpanStore(tmp_path / "s.duckdb", fold_thread=False)
+    con = store.reader()
+    for number, request in enumerate(in_requests(rng, spans, scores, count=6)):
+        store.append([request])
+        if number % 2:
+            assert_picked_sessions_match_the_view(con)
+            store.fold()
+    assert_picked_sessions_match_the_view(con)
     store.close()
 
 

@@ -58,7 +58,7 @@ def test_the_kept_runs_lose_the_indexes_an_older_store_made_and_keep_their_rows(
     con = duckdb.connect(str(path))
     con.execute("CREATE INDEX kept_runs_run_id ON kept_runs (run_id)")
     con.execute("CREATE INDEX kept_sessions_session_id ON kept_sessions (session_id)")
-    con.execute("DELETE FROM lousho_schema WHERE version = ?", [schema.SCHEMA_VERSION])
+    con.execute("DELETE FROM lousho_schema WHERE version >= 10")  # a store from before migration 10
     con.close()
     store = SpanStore(path)
     reader = store.reader()
@@ -66,6 +66,52 @@ def test_the_kept_runs_lose_the_indexes_an_older_store_made_and_keep_their_rows(
     assert _kept_indexes(reader) == []
     assert reader.execute("SELECT run_id FROM runs").fetchall() == [("run-1",)]
     assert reader.execute("SELECT session_id, turns FROM sessions").fetchall() == [("conv-1", 1)]
+    store.close()
+
+
+def _kept_session_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [d[0] for d in con.execute("SELECT * FROM kept_sessions LIMIT 0").description]
+
+
+def _session_run(store: SpanStore, run_id: str, conversation: str | None, start: int) -> None:
+    trace, root = new_ids()
+    span = run_root(trace, root, run_id, start=start)
+    if conversation:
+        span.attributes.append(kv("gen_ai.conversation.id", conversation))
+    store.append([decode_request(request([span]))])
+
+
+def test_no_kept_session_holds_its_run_ids_and_an_older_store_loses_them_keeping_the_answer(tmp_path):
+    # A fold rewrote every touched session's list of all its runs, a cost growing with the store: the view makes
+    # the lists from the runs, a new store keeps none, and one from before migration 11 drops them.
+    path = tmp_path / "s.duckdb"
+    store = SpanStore(path, fold_thread=False)
+    _session_run(store, "run-late", "conv-1", NS + 5_000)
+    _session_run(store, "run-other", "conv-2", NS + 1_000)
+    _session_run(store, "run-alone", None, NS + 2_000)
+    store.fold()
+    _session_run(store, "run-early", "conv-1", NS)  # unfolded, and the first of its session
+    reader = store.reader()
+    assert "run_ids" not in _kept_session_columns(reader)
+    answer = [("conv-1", ["run-early", "run-late"], 2), ("conv-2", ["run-other"], 1)]
+    assert reader.execute("SELECT session_id, run_ids, turns FROM sessions ORDER BY 1").fetchall() == answer
+    store.fold()
+    assert reader.execute("SELECT session_id, run_ids, turns FROM sessions ORDER BY 1").fetchall() == answer
+    # A query reading no run ids does not read the kept runs to make them: DuckDB drops the join of the lists.
+    scans = [reader.execute(f"EXPLAIN SELECT {columns} FROM sessions").fetchall()[0][1].count("kept_runs")
+             for columns in ("count(*), sum(turns), avg(pass_rate)", "run_ids")]
+    assert scans[0] == scans[1] - 1
+    store.close()
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE kept_sessions ADD COLUMN run_ids VARCHAR[]")
+    con.execute("UPDATE kept_sessions SET run_ids = ['stale']")
+    con.execute("DELETE FROM lousho_schema WHERE version >= 11")
+    con.close()
+    store = SpanStore(path, fold_thread=False)
+    reader = store.reader()
+    assert schema.current_version(reader) == schema.SCHEMA_VERSION
+    assert "run_ids" not in _kept_session_columns(reader)
+    assert reader.execute("SELECT session_id, run_ids, turns FROM sessions ORDER BY 1").fetchall() == answer
     store.close()
 
 

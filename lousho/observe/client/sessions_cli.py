@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from lousho.observe.client.cli import open_store, target_options
 from lousho.observe.client.render import print_frame
+from lousho.observe.runs.sessions_view import picked_sessions_select
 
 _COLUMNS = ("session_id, agent, turns, run_ids, first_at, last_at, failed, pass_rate, input_tokens, "
             "output_tokens, cost_usd")
+
+
+def newest_sessions_query(agent: str | None, limit: int) -> tuple[str, list[Any]]:
+    """The query of ``lousho sessions`` and its parameters."""
+    where, params = ("WHERE agent = ?", [agent]) if agent else ("", [])
+    return picked_sessions_select(_COLUMNS, where, "last_at DESC, session_id"), [*params, limit, 0]
 
 
 @click.command()
@@ -21,11 +29,9 @@ _COLUMNS = ("session_id, agent, turns, run_ids, first_at, last_at, failed, pass_
 def sessions(url: str | None, db: Path | None, token: str | None, agent: str | None, limit: int,
              as_json: bool) -> None:
     """List sessions (runs sharing a conversation id), newest first."""
-    where, params = ("WHERE agent = ?", [agent]) if agent else ("", [])
     store = open_store(url, db, token)
     try:
-        frame = store.sql(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY last_at DESC, session_id LIMIT ?",
-                          [*params, limit])
+        frame = store.sql(*newest_sessions_query(agent, limit))
     finally:
         store.close()
     if as_json:

@@ -27,7 +27,7 @@ import duckdb
 
 from lousho.observe.runs import runs_parts as p
 from lousho.observe.runs.runs_view import RUN_AGGREGATE_ONE_ATTEMPT_APART, model_calls
-from lousho.observe.runs.sessions_view import sessions_select
+from lousho.observe.runs.sessions_view import sessions_select, with_run_ids
 from lousho.observe.runs.span_key_sql import halves
 
 _TRACE_COLUMNS = p.names(p.TRACE_KEYS, p.TRACE_PARTS)
@@ -170,14 +170,17 @@ merged_runs AS (
     UNION ALL SELECT * FROM unfolded
 )"""
 _RUNS_VIEW = f"CREATE OR REPLACE VIEW runs AS WITH {_RUNS_CTES} SELECT * FROM merged_runs"
-_SESSIONS_VIEW = f"""CREATE OR REPLACE VIEW sessions AS
-WITH {_RUNS_CTES},
+# The sessions' rows, with the run ids of those the tail touches: the others' come from the kept runs, joined outside
+# the CTEs, so that DuckDB drops that join when a query reads no run ids (sessions_view.with_run_ids).
+_SESSION_ROWS = f"""(WITH {_RUNS_CTES},
 touched AS MATERIALIZED (
     SELECT conversation_id FROM kept_runs WHERE run_id IN (SELECT run_id FROM touched_runs)
     UNION SELECT conversation_id FROM unfolded
 )
-SELECT k.* FROM kept_sessions k ANTI JOIN touched t ON t.conversation_id = k.session_id
-UNION ALL {sessions_select('merged_runs', 'conversation_id IN (SELECT conversation_id FROM touched)')}"""
+SELECT k.*, NULL::VARCHAR[] AS own_run_ids FROM kept_sessions k ANTI JOIN touched t ON t.conversation_id = k.session_id
+UNION ALL SELECT * EXCLUDE (run_ids), run_ids AS own_run_ids
+FROM ({sessions_select('merged_runs', 'conversation_id IN (SELECT conversation_id FROM touched)')}))"""
+_SESSIONS_VIEW = f"CREATE OR REPLACE VIEW sessions AS {with_run_ids(_SESSION_ROWS, 'kept_runs')}"
 
 
 def views(watermark: int) -> tuple[str, str]:
@@ -210,7 +213,7 @@ _WRITE_FOLD = (
     "INSERT INTO kept_runs SELECT * FROM unfolded",
     "DELETE FROM kept_sessions WHERE session_id IN (SELECT conversation_id FROM touched_sessions)",
     "INSERT INTO kept_sessions " + sessions_select(
-        "kept_runs", "conversation_id IN (SELECT conversation_id FROM touched_sessions)"),
+        "kept_runs", "conversation_id IN (SELECT conversation_id FROM touched_sessions)", run_ids=False),
 )
 
 
@@ -369,7 +372,7 @@ def _build(con: duckdb.DuckDBPyConnection) -> int:
                     f"SELECT *, {p.implicit_run_id()} FROM ({p.trace_batch('new_spans', 'new_scores')})")
         con.execute(f"INSERT INTO run_attempt_parts ({_ATTEMPT_COLUMNS}) {p.attempt_batch('new_spans')}")
         con.execute(f"INSERT INTO kept_runs {runs_from_parts()}")
-        con.execute("INSERT INTO kept_sessions " + sessions_select("kept_runs"))
+        con.execute("INSERT INTO kept_sessions " + sessions_select("kept_runs", run_ids=False))
         return int(con.execute("SELECT count(*) FROM new_spans").fetchall()[0][0])
     finally:
         con.execute("DROP TABLE new_spans")
@@ -385,7 +388,8 @@ _CREATE_KEPT = (
     p.create_table("run_trace_parts", p.TRACE_KEYS, p.TRACE_PARTS, ", prior_run_id VARCHAR, implicit_run_id VARCHAR"),
     p.create_table("run_attempt_parts", p.ATTEMPT_KEYS, p.ATTEMPT_PARTS),
     f"CREATE TABLE kept_runs AS SELECT * FROM ({runs_from_parts()}) LIMIT 0",
-    f"CREATE TABLE kept_sessions AS SELECT * FROM ({sessions_select('kept_runs')}) LIMIT 0",
+    # without the runs of each session (sessions_view.py): the view joins them on from the runs
+    f"CREATE TABLE kept_sessions AS SELECT * FROM ({sessions_select('kept_runs', run_ids=False)}) LIMIT 0",
     # -1: nothing folded yet; the store's first fold builds everything (``_build``).
     "CREATE TABLE runs_fold (watermark BIGINT NOT NULL)",
     "INSERT INTO runs_fold VALUES (-1)",

@@ -221,6 +221,8 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Stores that ran migrations 3, 6 or 7 before this one have them; on a new store those no longer make them.
     ("no index on the kept runs and sessions: their upkeep was a tenth of what a fold costs",
      ("DROP INDEX IF EXISTS kept_runs_run_id", "DROP INDEX IF EXISTS kept_sessions_session_id")),
+    ("the kept sessions without their run ids, which the view joins on from the runs: each fold rewrote every "
+     "touched session's whole list, a cost growing with the store", runs_table.REBUILD),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

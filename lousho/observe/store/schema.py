@@ -8,7 +8,8 @@ views over kept tables and the spans not folded into them yet (runs_table.py): a
 a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``runs_table.REBUILD``.
 The ``runs`` and ``sessions`` views are made only by the newest migration that runs it: an older one,
 run on a new store, would bind them to span columns that a later migration adds (migrations 2 and 3 made
-them once; on a store that ran them, the newest migration replaces them).
+them once; on a store that ran them, the newest migration replaces them). ``migrate`` skips the views of
+an older migration running REBUILD when the same open runs the newest (a new store runs three).
 """
 
 from __future__ import annotations
@@ -227,6 +228,13 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
+# The statements making the ``runs`` and ``sessions`` views over the kept tables, which every migration running
+# ``runs_table.REBUILD`` ends with: binding each costs about 30 ms. A store migrated past several of them in one
+# open (a new store: three) needs only the last one's.
+_KEPT_VIEWS = frozenset(runs_table.views(-1))
+_LAST_MAKING_KEPT_VIEWS = max(number for number, (_, statements) in enumerate(MIGRATIONS, start=1)
+                              if _KEPT_VIEWS & set(statements))
+
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS lousho_schema (
     version INTEGER PRIMARY KEY,
@@ -272,6 +280,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             continue
         con.execute("BEGIN")
         for statement in statements:
+            if number < _LAST_MAKING_KEPT_VIEWS and statement in _KEPT_VIEWS:
+                continue  # made by the last migration that makes them, which this open runs too
             con.execute(statement)
         con.execute(
             "INSERT INTO lousho_schema (version, description) VALUES (?, ?)", [number, description]

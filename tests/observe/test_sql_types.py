@@ -8,9 +8,13 @@ import json
 import subprocess
 import sys
 
+import duckdb
 import pyarrow as pa
 import pytest
 from daemon_support import post
+from duckdb.sqltypes import BIGINT
+
+from lousho.observe.sql import query as sql_api
 
 ARROW = "application/vnd.apache.arrow.stream"
 
@@ -39,6 +43,22 @@ SHAPES = [
     ("SELECT [MAP {1: 'x'}] AS l, [1, 2]::INTEGER[2] AS a", {"l": [[{"key": 1, "value": "x"}]], "a": [1, 2]}),
     ("SELECT '101'::BIT AS b", {"b": "101"}),
 ]
+
+
+def test_a_hugeint_answer_is_computed_once_and_reads_as_duckdbs_own_text():
+    # A sum of integers is a HUGEINT, which Arrow cannot carry faithfully: the answer gives it as DuckDB's text.
+    # Taken from the rows already computed (their decimal128 form), not by running the query a second time.
+    con = duckdb.connect()
+    calls: list[int] = []
+    con.create_function("counted", lambda x: calls.append(x) or x, [BIGINT], BIGINT, side_effects=True)
+    answer = sql_api.run_query(con, "SELECT sum(counted(x)) AS s, 'x' AS v FROM range(1000) t(x)").table
+    assert (answer.to_pylist(), len(calls)) == ([{"s": "499500", "v": "x"}], 1000)
+    extremes = ("SELECT h, h::VARCHAR AS text FROM (VALUES (170141183460469231731687303715884105727::HUGEINT), "
+                "(-170141183460469231731687303715884105727::HUGEINT - 1), (-7::HUGEINT), (0::HUGEINT), (NULL)) t(h)")
+    rows = sql_api.run_query(con, extremes).table.to_pylist()
+    assert [r["h"] for r in rows] == [r["text"] for r in rows] and len(rows) == 5
+    many = sql_api.run_query(con, "SELECT x::HUGEINT AS h FROM range(150000) t(x)", max_rows=100_000)
+    assert many.truncated and many.table.column("h").to_pylist()[-2:] == ["99998", "99999"]
 
 
 def _post(url: str, query: str, accept: str = "application/json"):

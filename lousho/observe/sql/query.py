@@ -137,7 +137,19 @@ def _fetch(
     if not description:
         close()
         raise SqlRefused("the statement returns no rows")
-    if any(_AS_TEXT.search(t) for t in types):
+    needs_text = [bool(_AS_TEXT.search(t)) for t in types]
+    if any(needs_text) and _seam is not None and all(t == "HUGEINT" for t in types if _AS_TEXT.search(t)):
+        # The common case, a sum of integers: its Arrow form (decimal128 over the same 128 bits) reads back as
+        # DuckDB's own text for it, so the rows already computed are read once rather than the query run twice.
+        # The one value DuckDB cannot hand over that way (the least HUGEINT) takes the query's second run.
+        reader = _HugeintsAsText(arrow_reader(), needs_text)
+        try:
+            return _read(reader, max_rows, max_bytes)
+        except duckdb.ConversionException:
+            pass
+        finally:
+            reader.close()
+    if any(needs_text):
         close()
         reader = _faithful_reader(con, query, values)
     else:
@@ -146,6 +158,23 @@ def _fetch(
         return _read(reader, max_rows, max_bytes)
     finally:
         reader.close()
+
+
+class _HugeintsAsText:
+    """The batches of ``reader`` with the columns ``as_text`` marks (HUGEINT, as decimal128) turned to text."""
+
+    def __init__(self, reader: Any, as_text: list[bool]) -> None:
+        self._reader, self._as_text = reader, as_text
+        fields = [f.with_type(pa.string()) if text else f for f, text in zip(reader.schema, as_text, strict=True)]
+        self.schema = pa.schema(fields, metadata=reader.schema.metadata)
+
+    def __iter__(self) -> Any:
+        for batch in self._reader:
+            columns = [c.cast(pa.string()) if text else c for c, text in zip(batch.columns, self._as_text, strict=True)]
+            yield pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 def _faithful_reader(con: duckdb.DuckDBPyConnection, query: str, values: list[Any] | None) -> Any:

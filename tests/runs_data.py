@@ -152,6 +152,7 @@ def assert_picked_sessions_match_the_view(con: duckdb.DuckDBPyConnection) -> Non
     sessions`` ask), is the view's page: the first, a middle and the last page of three, and one agent's first."""
     order = "last_at DESC, session_id"
     count = con.execute("SELECT count(*) FROM sessions").fetchall()[0][0]
+    assert count > 0 and con.execute("SELECT count(*) FROM sessions WHERE agent = 'coder'").fetchall()[0][0] > 0
     for where, params, offsets in (("", [], {0, count // 2, max(count - 3, 0)}), ("WHERE agent = ?", ["coder"], {0})):
         for offset in sorted(offsets):
             picked = con.execute(picked_sessions_select("*", where, order), [*params, 3, offset]).fetchall()

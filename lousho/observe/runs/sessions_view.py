@@ -48,12 +48,13 @@ GROUP BY conversation_id
 def _run_lists(runs: str, pick: str = "") -> str:
     """Each session's run ids from ``runs`` (alias ``r``), of the sessions ``pick`` (a join) keeps. No WHERE: DuckDB
     drops a left join whose columns a query does not read only if no filter reaches the joined side's scans, so the
-    runs without a session make a group of their own, its list left empty and never joined."""
+    runs without a session make a group of their own, with no list, never joined."""
     return (f"SELECT conversation_id AS session_id, {dict(_AGGREGATES)['run_ids']} "
             f"FILTER (WHERE conversation_id IS NOT NULL) AS run_ids FROM {runs} r {pick} GROUP BY conversation_id")
 
 
 def _joined(sessions: str, lists: str, run_ids: str = "r.run_ids") -> str:
+    """The columns of ``sessions`` (alias ``s``) in the view's order, ``run_ids`` from the left join of ``lists``."""
     columns = ", ".join(f"{run_ids} AS run_ids" if name == "run_ids" else f"s.{name}" for name in COLUMNS)
     return f"SELECT {columns} FROM {sessions} s LEFT JOIN ({lists}) r ON r.session_id = s.session_id"
 

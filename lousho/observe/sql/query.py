@@ -138,22 +138,15 @@ def _fetch(
         close()
         raise SqlRefused("the statement returns no rows")
     needs_text = [bool(_AS_TEXT.search(t)) for t in types]
-    if any(needs_text) and _seam is not None and all(t == "HUGEINT" for t in types if _AS_TEXT.search(t)):
-        # The common case, a sum of integers: its Arrow form (decimal128 over the same 128 bits) reads back as
-        # DuckDB's own text for it, so the rows already computed are read once rather than the query run twice.
-        # The one value DuckDB cannot hand over that way (the least HUGEINT) takes the query's second run.
+    if not any(needs_text):
+        reader = arrow_reader()
+    elif _seam is not None and all(t == "HUGEINT" for t in types if _AS_TEXT.search(t)):
+        # The common case, a sum of integers: its Arrow form (decimal128 over the same 128 bits, the least HUGEINT
+        # too) reads back as DuckDB's own text for it, so the rows already computed are read, not computed again.
         reader = _HugeintsAsText(arrow_reader(), needs_text)
-        try:
-            return _read(reader, max_rows, max_bytes)
-        except duckdb.ConversionException:
-            pass
-        finally:
-            reader.close()
-    if any(needs_text):
+    else:
         close()
         reader = _faithful_reader(con, query, values)
-    else:
-        reader = arrow_reader()
     try:
         return _read(reader, max_rows, max_bytes)
     finally:

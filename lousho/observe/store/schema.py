@@ -9,7 +9,9 @@ a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``run
 The ``runs`` and ``sessions`` views are made only by the newest migration that runs it: an older one,
 run on a new store, would bind them to span columns that a later migration adds (migrations 2 and 3 made
 them once; on a store that ran them, the newest migration replaces them). ``migrate`` skips the views of
-an older migration running REBUILD when the same open runs the newest (a new store runs three).
+an older migration running REBUILD when the same open runs the newest (a new store runs three). Each
+migration commits on its own, so one that fails after such a skip leaves the store without those two views
+until the next writable open, which runs the rest.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ views over kept tables and the spans not folded into them yet (runs_table.py): a
 a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``runs_table.REBUILD``.
 The ``runs`` and ``sessions`` views are made only by the newest migration that runs it: an older one,
 run on a new store, would bind them to span columns that a later migration adds (migrations 2 and 3 made
-them once; on a store that ran them, the newest migration replaces them). ``migrate`` skips the views of
-an older migration running REBUILD when the same open runs the newest (a new store runs three). Each
-migration commits on its own, so one that fails after such a skip leaves the store without those two views
-until the next writable open, which runs the rest.
+them once; on a store that ran them, the newest migration replaces them). ``migrate`` leaves out the
+views of the migrations running REBUILD (a new store runs three; binding each view costs about 30 ms) and
+makes them once after the migrations, at the store's fold watermark (``runs_table.views``), as it does at
+any open that finds them missing: so a migration that changes only what a view reads (11) need not refold
+the store, and one that fails leaves no store without them past the next writable open.
 """
 
 from __future__ import annotations
@@ -224,18 +225,19 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Stores that ran migrations 3, 6 or 7 before this one have them; on a new store those no longer make them.
     ("no index on the kept runs and sessions: their upkeep was a tenth of what a fold costs",
      ("DROP INDEX IF EXISTS kept_runs_run_id", "DROP INDEX IF EXISTS kept_sessions_session_id")),
+    # The new views come with it (``migrate``); the kept rows are otherwise what they were: nothing to fold again.
     ("the kept sessions without their run ids, which the view joins on from the runs: each fold rewrote every "
-     "touched session's whole list, a cost growing with the store", runs_table.REBUILD),
+     "touched session's whole list, a cost growing with the store",
+     ("DROP VIEW IF EXISTS sessions", "ALTER TABLE kept_sessions DROP COLUMN IF EXISTS run_ids")),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
-# The statements making the ``runs`` and ``sessions`` views over the kept tables, which every migration running
-# ``runs_table.REBUILD`` ends with: binding each costs about 30 ms. A store migrated past several of them in one
-# open (a new store: three) needs only the last one's.
+# The statements making the ``runs`` and ``sessions`` views over the kept tables at watermark -1, which every
+# migration running ``runs_table.REBUILD`` ends with: ``migrate`` makes them itself, once.
 _KEPT_VIEWS = frozenset(runs_table.views(-1))
-_LAST_MAKING_KEPT_VIEWS = max(number for number, (_, statements) in enumerate(MIGRATIONS, start=1)
-                              if _KEPT_VIEWS & set(statements))
+_HAS_KEPT_VIEWS = ("SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
+                   "AND schema_name = 'main' AND view_name IN ('runs', 'sessions')")
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS lousho_schema (
@@ -282,14 +284,24 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             continue
         con.execute("BEGIN")
         for statement in statements:
-            if number < _LAST_MAKING_KEPT_VIEWS and statement in _KEPT_VIEWS:
-                continue  # made by the last migration that makes them, which this open runs too
-            con.execute(statement)
+            if statement not in _KEPT_VIEWS:
+                con.execute(statement)
         con.execute(
             "INSERT INTO lousho_schema (version, description) VALUES (?, ?)", [number, description]
         )
         con.execute("COMMIT")
+    if version < SCHEMA_VERSION or con.execute(_HAS_KEPT_VIEWS).fetchall()[0][0] < 2:
+        _make_kept_views(con)
     return SCHEMA_VERSION
+
+
+def _make_kept_views(con: duckdb.DuckDBPyConnection) -> None:
+    """The ``runs`` and ``sessions`` views as this code makes them, at the store's fold watermark."""
+    con.execute("BEGIN")
+    watermark = con.execute("SELECT watermark FROM runs_fold").fetchall()[0][0]
+    for statement in runs_table.views(watermark):
+        con.execute(statement)
+    con.execute("COMMIT")
 
 
 def check_readable(con: duckdb.DuckDBPyConnection) -> int:

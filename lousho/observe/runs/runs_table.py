@@ -406,8 +406,8 @@ MIGRATION: tuple[str, ...] = (
 )
 
 # Everything kept, made again from the spans and scores by this code's definitions at the next fold: for stores
-# filled by bulk SQL (the query benchmark's), compaction, and the migrations that change what is kept (6, 7 and
-# 11: a store they upgrade is folded whole at that open, about 3 minutes for 10 million spans).
+# filled by bulk SQL (the query benchmark's), compaction, and the migrations that change what makes a run (6 and
+# 7: a store they upgrade is folded whole at that open, about 3 minutes for 10 million spans).
 REBUILD: tuple[str, ...] = (
     *(f"DROP VIEW IF EXISTS {view}" for view in ("sessions", "runs")),
     *(f"DROP TABLE IF EXISTS {table}" for table in (

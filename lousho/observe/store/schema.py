@@ -6,13 +6,12 @@ the second replaces anyway (a store made by it keeps that view until its own mig
 Since migration 3 ``runs`` and ``sessions`` are
 views over kept tables and the spans not folded into them yet (runs_table.py): a change to what makes
 a run (``runs_view``, ``runs_parts``) ships with a new migration that runs ``runs_table.REBUILD``.
-The ``runs`` and ``sessions`` views are made only by the newest migration that runs it: an older one,
-run on a new store, would bind them to span columns that a later migration adds (migrations 2 and 3 made
-them once; on a store that ran them, the newest migration replaces them). ``migrate`` leaves out the
-views of the migrations running REBUILD (a new store runs three; binding each view costs about 30 ms) and
-makes them once after the migrations, at the store's fold watermark (``runs_table.views``), as it does at
-any open that finds them missing: so a migration that changes only what a view reads (11) need not refold
-the store, and one that fails leaves no store without them past the next writable open.
+The ``runs`` and ``sessions`` views over the kept tables are made by ``migrate`` itself, once, after the
+migrations (those running REBUILD leave them out: an older one, run on a new store, would bind them to
+columns a later migration adds, and each binding costs about 30 ms), at the store's fold watermark
+(``runs_table.views``), and at any open that finds them missing. So a migration that changes only what a
+view reads (11) need not refold the store, and one that fails leaves no store without them past the next
+writable open. (Migrations 2 and 3 made them once; on a store that ran them, ``migrate`` replaces them.)
 """
 
 from __future__ import annotations

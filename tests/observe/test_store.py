@@ -137,6 +137,8 @@ def test_no_kept_session_holds_its_run_ids_and_an_older_store_loses_them_keeping
     con = duckdb.connect(str(path))
     con.execute("ALTER TABLE kept_sessions ADD COLUMN run_ids VARCHAR[]")
     con.execute("UPDATE kept_sessions SET run_ids = ['stale']")
+    # A mark a refold would erase: the upgrade keeps the kept rows (10 million spans took minutes to fold again).
+    con.execute("UPDATE kept_runs SET agent = 'kept-as-it-was' WHERE run_id = 'run-other'")
     con.execute("DELETE FROM lousho_schema WHERE version >= 11")
     con.close()
     store = SpanStore(path, fold_thread=False)
@@ -144,6 +146,7 @@ def test_no_kept_session_holds_its_run_ids_and_an_older_store_loses_them_keeping
     assert schema.current_version(reader) == schema.SCHEMA_VERSION
     assert "run_ids" not in _kept_session_columns(reader)
     assert reader.execute("SELECT session_id, run_ids, turns FROM sessions ORDER BY 1").fetchall() == answer
+    assert reader.execute("SELECT agent FROM runs WHERE run_id = 'run-other'").fetchall() == [("kept-as-it-was",)]
     store.close()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lousho.observe.runs.sessions_view import picked_sessions_select
+from lousho.observe.runs.sessions_view import newest_sessions_select
 from lousho.page.data import Reader
 from lousho.page.html import Safe, el, join, number, segment, table, usd, when
 
@@ -15,10 +15,9 @@ SESSION_COLUMNS = (f"session_id, agent, turns, run_ids[1:{SHOWN_RUNS}] AS run_id
                    "failed, pass_rate, input_tokens, output_tokens, cost_usd")
 
 
-def newest_sessions_query(agent: str | None, limit: int, offset: int = 0) -> tuple[str, list[Any]]:
+def newest_sessions_query(agent: str | None, limit: int, offset: int = 0) -> tuple[str, list[object]]:
     """The query of ``newest_sessions`` and its parameters."""
-    where, params = ("WHERE agent = ?", [agent]) if agent else ("", [])
-    return picked_sessions_select(SESSION_COLUMNS, where, "last_at DESC, session_id"), [*params, limit, offset]
+    return newest_sessions_select(SESSION_COLUMNS, agent, limit, offset)
 
 
 def newest_sessions(reader: Reader, agent: str | None, limit: int, offset: int = 0) -> list[dict[str, Any]]:

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from lousho.observe.client.cli import open_store, target_options
 from lousho.observe.client.render import print_frame
-from lousho.observe.runs.sessions_view import picked_sessions_select
+from lousho.observe.runs.sessions_view import newest_sessions_select
 
 _COLUMNS = ("session_id, agent, turns, run_ids, first_at, last_at, failed, pass_rate, input_tokens, "
             "output_tokens, cost_usd")
 
 
-def newest_sessions_query(agent: str | None, limit: int) -> tuple[str, list[Any]]:
+def newest_sessions_query(agent: str | None, limit: int) -> tuple[str, list[object]]:
     """The query of ``lousho sessions`` and its parameters."""
-    where, params = ("WHERE agent = ?", [agent]) if agent else ("", [])
-    return picked_sessions_select(_COLUMNS, where, "last_at DESC, session_id"), [*params, limit, 0]
+    return newest_sessions_select(_COLUMNS, agent, limit)
 
 
 @click.command()

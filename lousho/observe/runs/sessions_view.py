@@ -76,3 +76,10 @@ def picked_sessions_select(columns: str, where: str, order: str) -> str:
     lists = _run_lists("runs", "SEMI JOIN picked p ON r.conversation_id = p.session_id")
     return (f"WITH picked AS MATERIALIZED (SELECT * EXCLUDE (run_ids) FROM sessions {where} ORDER BY {order} "
             f"LIMIT ? OFFSET ?) SELECT {columns} FROM ({_joined('picked', lists)}) ORDER BY {order}")
+
+
+def newest_sessions_select(columns: str, agent: str | None, limit: int, offset: int = 0) -> tuple[str, list[object]]:
+    """``columns`` of up to ``limit`` sessions after the ``offset`` newest (of ``agent``, if given), newest first,
+    ties by id (stable across pages): the query and its parameters, as the page and ``lousho sessions`` ask."""
+    where, params = ("WHERE agent = ?", [agent]) if agent else ("", [])
+    return picked_sessions_select(columns, where, "last_at DESC, session_id"), [*params, limit, offset]

@@ -5,10 +5,12 @@ of the ingest benchmark's bodies, fresh ids each, in bodies of 512 as the loader
 warm-up; each body already decoded and converted to Arrow as the daemon's decoding threads hand it over (what a
 code tree without that step takes, a Decoded, is passed instead). Reports the median µs/span and ms per commit.
 Every commit is durable (DuckDB's COMMIT: WAL write and fdatasync). The median hides the checkpoints a WAL past
-DuckDB's threshold forces into a commit; the mean over the measured commits includes them. The store's fold
-runs on its own thread meanwhile, as in the daemon; with ``--fold-each`` it runs after each commit instead, timed
-apart (what a fold costs by the size of its tail), and ``--fold-steps`` splits that time by the fold's SQL
-statements (which of them read the tail's spans, and which only its traces and runs).
+DuckDB's threshold forces into a commit; the mean over the measured commits includes them. CPU is the process's
+over each commit, all threads (DuckDB's workers; without ``--fold-each``, the fold thread's too), per span: on a
+busy machine it is what limits the loader. The store's fold runs on its own thread meanwhile, as in the daemon;
+with ``--fold-each`` it runs after each commit instead, timed apart (what a fold costs by the size of its tail),
+and ``--fold-steps`` splits that time by the fold's SQL statements (which of them read the tail's spans, and which
+only its traces and runs).
 
 Not a timed test: run by hand; it writes only under a temporary directory.
 """
@@ -67,12 +69,13 @@ def measure(size: int, commits: int, workdir: Path, roots_only: bool = False,
     groups = [[convert(decode(template.stamp())) for _ in range(size // per_body)] for _ in range(commits)]
     store = span_store.SpanStore(workdir / f"append-{size}.duckdb", fold_thread=not fold_each)
     try:
-        times, folds = [], []
+        times, cpu, folds = [], [], []
         steps: collections.Counter = collections.Counter()
         for group in groups:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             result = store.append(group)
             times.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
             assert result.inserted == size // per_body * per_body, result
             if fold_each:
                 started = time.perf_counter()
@@ -88,7 +91,8 @@ def measure(size: int, commits: int, workdir: Path, roots_only: bool = False,
         measured = times[warm:]
         row = {"size": size, "us_per_span": common.median(measured) / size * 1e6,
                "ms_per_commit": common.median(measured) * 1e3,
-               "mean_us_per_span": sum(measured) / (len(measured) * size) * 1e6}
+               "mean_us_per_span": sum(measured) / (len(measured) * size) * 1e6,
+               "cpu_us_per_span": common.median(cpu[warm:]) / size * 1e6}
         if folds:
             row["fold_mean_us_per_span"] = sum(folds[warm:]) / (len(folds[warm:]) * size) * 1e6
         if steps:
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         fold = f"   fold {row['fold_mean_us_per_span']:6.2f} µs/span (mean)" if "fold_mean_us_per_span" in row else ""
         print(f"  {row['size']:6,} spans per commit: {row['us_per_span']:6.2f} µs/span   "
               f"{row['ms_per_commit']:7.2f} ms per commit (median)   "
-              f"{row['mean_us_per_span']:6.2f} µs/span (mean){fold}")
+              f"{row['mean_us_per_span']:6.2f} µs/span (mean)   CPU {row['cpu_us_per_span']:6.2f} µs/span{fold}")
         if "fold_steps" in row:
             for statement, us in sorted(row["fold_steps"].items(), key=lambda kv: -kv[1])[:12]:
                 print(f"      {us:6.2f} µs/span  {statement}")

@@ -55,23 +55,14 @@ _RESERVED_CATALOGS = frozenset({"memory", "system", "temp", "main"})
 RESUME_FREE_BYTES = 8 * 1024 * 1024
 
 _SPAN_TYPES: dict[str, pa.DataType] = {
-    "key_hi": pa.uint64(), "key_lo": pa.uint64(),
-    "start_ns": pa.int64(), "end_ns": pa.int64(),
-    "input_tokens": pa.int64(), "output_tokens": pa.int64(),
-    "cost_usd": pa.float64(),
-    "probe": pa.bool_(),
-    "cache_read_tokens": pa.int64(),
-    "cache_creation_tokens": pa.int64(),
-    "reasoning_tokens": pa.int64(),
+    "key_hi": pa.uint64(), "key_lo": pa.uint64(), "start_ns": pa.int64(), "end_ns": pa.int64(),
+    "input_tokens": pa.int64(), "output_tokens": pa.int64(), "cost_usd": pa.float64(), "probe": pa.bool_(),
+    "cache_read_tokens": pa.int64(), "cache_creation_tokens": pa.int64(), "reasoning_tokens": pa.int64(),
     "resource_key": pa.int64(),
 }
 _SCORE_TYPES: dict[str, pa.DataType] = {
-    "key_hi": pa.uint64(),
-    "key_lo": pa.uint64(),
-    "seq": pa.int32(),
-    "score_value": pa.float64(),
-    "passed": pa.bool_(),
-    "time_ns": pa.int64(),
+    "key_hi": pa.uint64(), "key_lo": pa.uint64(), "seq": pa.int32(), "score_value": pa.float64(),
+    "passed": pa.bool_(), "time_ns": pa.int64(),
 }
 SPAN_SCHEMA = pa.schema([(f, _SPAN_TYPES.get(f, pa.string())) for f in SPAN_FIELDS])
 SCORE_SCHEMA = pa.schema([(f, _SCORE_TYPES.get(f, pa.string())) for f in SCORE_FIELDS])

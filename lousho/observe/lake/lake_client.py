@@ -34,6 +34,9 @@ QUERY_GRACE_S = 2.0
 FENCE_TIMEOUT_S = 30.0
 # The worker's error classes that mean the lake cannot be reached (its catalog or files), not that a request failed.
 OUTAGE_KINDS = frozenset({"IOException", "ConnectionException", "OSError", "FileNotFoundError"})
+# After one of these DuckDB has invalidated the process's database: every later statement fails. An internal error
+# (an assertion of DuckDB's own) came from the lake's ``runs`` once in a few dozen runs with DuckDB 1.5.5.
+BROKEN_KINDS = frozenset({"InternalException", "FatalException"})
 # libpq's own bounds on the worker's catalog connections: a catalog that does not answer the connection, or a
 # connection whose peer vanished, fails rather than waits forever (the URL may set its own).
 LIBPQ_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
@@ -183,6 +186,7 @@ class LakeClient:
         self._lock = threading.Lock()
         self._fence: tuple[list[LakeFunction], list[str]] | None = None
         self._killed = False
+        self.broken = False  # the process's database invalidated (BROKEN_KINDS): never used again
         # Never PGPASSWORD (libpq would send it to any server a query names): a passfile for the catalog alone.
         env = {k: v for k, v in os.environ.items() if k != "PGPASSWORD"}
         self._passfile = write_passfile(secret) if secret else None
@@ -244,8 +248,9 @@ class LakeClient:
 
     @property
     def usable(self) -> bool:
-        """Whether the process is still there to take a request (not stopped by a deadline, not exited)."""
-        return not self._killed and self._proc.poll() is None
+        """Whether the process is still there to take a request (not stopped by a deadline, not exited, its database
+        not invalidated)."""
+        return not self._killed and not self.broken and self._proc.poll() is None
 
     def fence(self) -> tuple[list[LakeFunction], list[str]]:
         """The lake DuckDB's functions and attached databases, for the statement check of its queries (asked
@@ -333,8 +338,7 @@ class LakeClient:
             raise LakeUnavailable(f"the lake's process stopped (exit {self._proc.poll()})")
         return frame
 
-    @staticmethod
-    def _check(answer: dict[str, Any]) -> dict[str, Any]:
+    def _check(self, answer: dict[str, Any]) -> dict[str, Any]:
         if answer.get("ok"):
             return answer
         # Decided by the error's class the worker reports (DuckDB's IOException for an unreachable catalog or
@@ -342,6 +346,7 @@ class LakeClient:
         error, kind = str(answer.get("error")), str(answer.get("kind"))
         if kind in OUTAGE_KINDS:
             raise LakeUnavailable(f"the lake: {error}")
+        self.broken = self.broken or kind in BROKEN_KINDS
         failed = LakeFailed(f"the lake refused the request: {error}")
         failed.kind = kind
         raise failed

@@ -9,6 +9,7 @@ limit, ``LakeClient``) and in answer bytes, as a local one is.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -17,6 +18,8 @@ from lousho.observe.errors import LakeFailed, SqlFailed, SqlOutOfMemory, SqlRefu
 from lousho.observe.lake.lake_client import LakeClient, LakeTarget
 from lousho.observe.sql.query import QueryResult, check_size
 from lousho.observe.sql.sql_guard import check_lake_read_only
+
+logger = logging.getLogger(__name__)
 
 # A query of the lake may take longer than one of the local store: ``runs`` and ``sessions`` are computed from every
 # span there (about 10 s at 10M spans, docs/performance.md "The fleet's lake"), where the store keeps them folded.
@@ -65,22 +68,29 @@ class LakeReader:
     def run(self, query: str, params: list[Any] | None, **bounds: Any) -> QueryResult:
         """The query's answer; its time limit (``timeout``) bounds the whole call, a new process's start
         included: a process that does not answer in it is killed (``LakeUnavailable``) and the next query
-        starts another."""
+        starts another. A process whose database an internal error of DuckDB's invalidated is never used again
+        (every later query of it would fail), and the query is tried once more on a new one: such an error came
+        and went from one run of the same query to the next."""
         timeout = float(bounds.pop("timeout", LAKE_SQL_TIMEOUT_S))
         with self._slots:
             started = time.monotonic()
-            client = self._take(timeout)
-            try:
-                remaining = max(0.1, timeout - (time.monotonic() - started))
-                result = run_lake_query(client, query, params, timeout=remaining, **bounds)
-            except BaseException as e:
-                if isinstance(e, SqlFailed | SqlRefused | SqlOutOfMemory):
-                    self._give_back(client)
-                else:
-                    client.close()
-                raise
-            self._give_back(client)
-            return result
+            for attempt in (1, 2):
+                client = self._take(max(0.1, timeout - (time.monotonic() - started)))
+                try:
+                    remaining = max(0.1, timeout - (time.monotonic() - started))
+                    result = run_lake_query(client, query, params, timeout=remaining, **bounds)
+                except BaseException as e:
+                    if isinstance(e, SqlFailed | SqlRefused | SqlOutOfMemory):
+                        self._give_back(client)  # closed instead when broken (``usable``)
+                    else:
+                        client.close()
+                    if attempt == 1 and client.broken and time.monotonic() - started < timeout:
+                        logger.warning("a lake query process stopped answering (%s); asking a new one", e)
+                        continue
+                    raise
+                self._give_back(client)
+                return result
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _take(self, timeout: float) -> LakeClient:
         with self._lock:

@@ -39,7 +39,9 @@ _LENGTH = struct.Struct("<I")
 EXTENSIONS = ("postgres_scanner", "ducklake")
 # Crash tests: ``LOUSHO_OBSERVE_FAULT=lake.<point>:<n>`` kills the daemon (this process's parent) and this process
 # the n-th time a point is reached: ``lake.committing`` with the transaction's rows written but not committed,
-# ``lake.committed`` after the commit and before the answer.
+# ``lake.committed`` after the commit and before the answer. ``lake.query:<n>:internal`` instead fails the n-th query
+# of a read-only process as an internal error of DuckDB's fails it: InternalException, and every later statement
+# FatalException, the database invalidated (seen with DuckDB 1.5.5 on the lake's ``runs``, once in a few dozen runs).
 FAULT_ENV = "LOUSHO_OBSERVE_FAULT"
 # A test that forces two commits to meet names a file: before committing, each worker creates
 # ``<file>.<pid>`` and waits (up to 30 s) for ``<file>`` itself to exist.
@@ -69,6 +71,7 @@ class Lake:
         if memory_limit:
             config["memory_limit"] = memory_limit
         self.con = duckdb.connect(config=config)
+        self._invalidated = False  # by the fault point lake.query (``_fault``) only
         for name in EXTENSIONS:
             self.con.execute(f"LOAD '{extension_path(name)}'")
         options = [f"DATA_PATH '{_quote(data_path)}'"] + (["READ_ONLY"] if read_only else [])
@@ -165,6 +168,11 @@ class Lake:
         the local SQL API sends it."""
         if not self.read_only:
             raise ValueError("queries run on a lake opened read-only (its writer's process takes none)")
+        if self._invalidated:  # what DuckDB answers once an internal error has invalidated its database
+            raise duckdb.FatalException("database has been invalidated because of a previous fatal error")
+        if _fault("lake.query") == "internal":
+            self._invalidated = True
+            raise duckdb.InternalException("fault point lake.query")
         timer = threading.Timer(timeout_s, self.con.interrupt)
         timer.start()
         try:
@@ -263,14 +271,20 @@ def _quote(text: str) -> str:
     return text.replace("'", "''")
 
 
-def _fault(name: str) -> None:
-    point, _, count = os.environ.get(FAULT_ENV, "").partition(":")
+def _fault(name: str) -> str | None:
+    """Kill at the point's n-th pass, or return its kind (``internal``) there when the variable names one."""
+    point, _, rest = os.environ.get(FAULT_ENV, "").partition(":")
     if point != name:
-        return
+        return None
+    count, _, kind = rest.partition(":")
     _FAULT_SEEN[name] = _FAULT_SEEN.get(name, 0) + 1
-    if _FAULT_SEEN[name] == int(count or 1):
-        os.kill(os.getppid(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _FAULT_SEEN[name] != int(count or 1):
+        return None
+    if kind:
+        return kind
+    os.kill(os.getppid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return None
 
 
 _FAULT_SEEN: dict[str, int] = {}

@@ -588,9 +588,9 @@ def _concat(tables: list[pa.Table], table_schema: pa.Schema) -> pa.Table:
 
 def _one_chunk(table: pa.Table) -> pa.Table:
     """``table`` as one Arrow chunk, for an INSERT. DuckDB inserts a table of many chunks (one per request) as many
-    ordered batches, each written apart on its own thread and merged after: 9.8 µs of CPU a span for the
-    ingest benchmark's runs of one span, against 6.9 from one chunk, the copy included (6.0 against 3.4 for its
-    traces; benchmarks/perf/append.py). On a busy machine the CPU is what limits the loader."""
+    ordered batches, each written apart on its own thread and merged after: 10.3-10.6 µs of CPU a span for the
+    ingest benchmark's runs of one span, against 7.0-7.5 from one chunk, the copy included (6.2-6.3 against 3.5 for
+    its traces; benchmarks/perf/append.py --fold-each). On a busy machine the CPU is what limits the loader."""
     return table if table.num_columns == 0 or table.column(0).num_chunks <= 1 else table.combine_chunks()
 
 
